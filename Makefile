@@ -1,0 +1,43 @@
+# Two entry points on a fresh machine:
+#   make demo   - venv in .venv, install sglwrap, dry-run launch of `fewchan` for a bundled model config on a
+#                 catalogued GPU (no GPU and no SGLang needed)
+#   make test   - test venv outside the checkout (keyed by requirements/test.txt), with the real SGLang 0.5.23;
+#                 runs the whole suite
+PYTHON ?= python3
+CACHE ?= $(HOME)/.cache/sglwrap
+PIN_HASH := $(shell sha256sum requirements/test.txt | cut -c1-12)
+TEST_VENV := $(CACHE)/venv-$(PIN_HASH)
+DEMO_VENV := .venv
+DEMO_MODEL := sglwrap/data/models/Llama-3.1-8B
+
+.PHONY: demo test test-venv bench clean
+
+$(DEMO_VENV)/.complete: pyproject.toml setup.py
+	rm -rf $(DEMO_VENV)
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/pip install -q --disable-pip-version-check .
+	touch $@
+
+demo: $(DEMO_VENV)/.complete
+	$(DEMO_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall .
+	$(DEMO_VENV)/bin/sglwrap launch --profile fewchan --dry-run --assume 8xRTX-PRO-6000 -- \
+		--model-path $(DEMO_MODEL) --tp 8 --mem-fraction-static 0.85
+
+$(TEST_VENV)/.complete: requirements/test.txt
+	rm -rf $(TEST_VENV)
+	mkdir -p $(CACHE)
+	$(PYTHON) -m venv $(TEST_VENV)
+	$(TEST_VENV)/bin/pip install -q --disable-pip-version-check -r requirements/test.txt
+	touch $@
+
+test-venv: $(TEST_VENV)/.complete
+	$(TEST_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation -e .
+
+test: test-venv
+	SGLWRAP_TEST_VENV=$(TEST_VENV) $(TEST_VENV)/bin/python -m pytest -q tests
+
+bench: test-venv
+	$(TEST_VENV)/bin/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(DEMO_VENV) build dist *.egg-info .pytest_cache

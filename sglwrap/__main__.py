@@ -1,0 +1,3 @@
+from sglwrap.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""The argparse front end: parse, call one command module, map errors to exit codes. Nothing else."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+from types import ModuleType
+
+from sglwrap import __version__
+from sglwrap.commands import COMMANDS
+from sglwrap.errors import EXIT_USAGE, SglwrapError
+
+
+class _Parser(argparse.ArgumentParser):
+    """No abbreviations (so SGLang's --json-model-override-args never binds to --json); usage errors exit 64."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _load(verb: str) -> ModuleType | None:
+    module, _help = COMMANDS[verb]
+    try:
+        return importlib.import_module(f"sglwrap.commands.{module}")
+    except ModuleNotFoundError as e:
+        if e.name == f"sglwrap.commands.{module}":
+            return None  # verb not built yet
+        raise
+
+
+def build_parser(verbs: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The top-level parser; only the named verbs' modules are imported (all when None)."""
+    parser = _Parser(prog="sglwrap", description="A launcher for SGLang servers.")
+    parser.add_argument("--version", action="version", version=f"sglwrap {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="COMMAND", parser_class=_Parser)
+    for verb in COMMANDS if verbs is None else verbs:
+        mod = _load(verb)
+        if mod is None:
+            continue
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run sglwrap with ``argv`` (default: sys.argv[1:]) and return the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verb = argv[0] if argv and argv[0] in COMMANDS else None
+    parser = build_parser([verb] if verb else None)
+    if verb is None:
+        if not argv:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        parser.parse_args(argv)  # prints --help/--version or a usage error
+        return EXIT_USAGE
+    mod = _load(verb)
+    if mod is None:
+        sys.stderr.write(f"sglwrap: {verb!r} is not available in this version\n")
+        return EXIT_USAGE
+    if hasattr(mod, "parse"):
+        args = mod.parse(parser, argv)
+    else:
+        args = parser.parse_args(argv)
+    try:
+        return int(mod.run(args))
+    except SglwrapError as e:
+        sys.stderr.write(f"sglwrap: error: {e.message}\n")
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception:  # a bug in sglwrap, not the user's mistake: say so and where the details are
+        path = _write_crash_log()
+        sys.stderr.write(
+            f"sglwrap: internal error ({sys.exc_info()[1]!r}); the traceback is in {path}. "
+            "Please report it with that file.\n"
+        )
+        return 70  # EX_SOFTWARE
+
+
+def _write_crash_log() -> str:
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="sglwrap-crash-", suffix=".log")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"sglwrap {__version__} python {sys.version}\nargv: {sys.argv!r}\n\n")
+        fh.write(traceback.format_exc())
+    return path

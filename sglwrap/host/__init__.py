@@ -1,0 +1,1 @@
+"""Facts about the machine: GPUs, links, driver and software stack."""

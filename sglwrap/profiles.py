@@ -1,0 +1,344 @@
+"""Load, inherit and validate profiles; what leaves this module is a frozen, hashed ``Profile``.
+
+Search order for ``NAME.yaml``: each directory of ``$SGLWRAP_PROFILE_PATH`` (colon-separated),
+``~/.config/sglwrap/profiles``, ``/etc/sglwrap/profiles``, then the built-ins shipped with sglwrap.
+A profile that ``extends`` its own name inherits from the next file of that name on the path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sglwrap import envvars
+from sglwrap.errors import ProfileError
+from sglwrap.settings import FEATURE_MODES, FEATURES, SETTINGS
+
+TOP_KEYS = ("name", "description", "evidence", "extends", "env", "sglang", "features")
+ENV_ENTRY_KEYS = ("value", "force")
+_MAX_DEPTH = 16
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    """One variable: the exact string to set and whether to overwrite a value SGLang or the user already set."""
+
+    value: str
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A resolved profile (inheritance applied, every value validated)."""
+
+    name: str
+    description: str
+    env: dict[str, EnvSetting]
+    sglang: dict[str, Any]
+    features: dict[str, str]
+    sources: tuple[str, ...]  # files, most derived first
+    evidence: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def hash(self) -> str:
+        """sha256 of the resolved content (name, env, sglang settings, features), hex."""
+        return hashlib.sha256(canonical_json(self).encode()).hexdigest()
+
+    @property
+    def short_hash(self) -> str:
+        return self.hash[:12]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved form, JSON-ready."""
+        return {
+            "name": self.name,
+            "hash": self.hash,
+            "description": self.description,
+            "evidence": list(self.evidence),
+            "env": {k: {"value": v.value, "force": v.force} for k, v in sorted(self.env.items())},
+            "sglang": dict(sorted(self.sglang.items())),
+            "features": dict(sorted(self.features.items())),
+            "sources": list(self.sources),
+        }
+
+    def without_feature(self, feature: str, reason: str) -> Profile:
+        """A copy with ``feature`` dropped (a preflight downgrade), the reason kept in ``notes``."""
+        features = {k: v for k, v in self.features.items() if k != feature}
+        return replace(self, features=features, notes=self.notes + (f"dropped {feature}: {reason}",))
+
+
+def canonical_json(profile: Profile) -> str:
+    """The text the hash is computed over: sorted keys, no whitespace, behaviour-relevant fields only."""
+    body = {
+        "name": profile.name,
+        "env": {k: [v.value, v.force] for k, v in sorted(profile.env.items())},
+        "sglang": profile.sglang,
+        "features": profile.features,
+    }
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def builtin_dir() -> Path:
+    """Where the built-in profiles live: inside the installed package, or the checkout's ``profiles/``."""
+    pkg = Path(__file__).resolve().parent
+    for cand in (pkg / "_profiles", pkg.parent / "profiles"):
+        if cand.is_dir() and any(cand.glob("*.yaml")):
+            return cand
+    return pkg / "_profiles"
+
+
+def search_path(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Profile directories in lookup order."""
+    env = os.environ if environ is None else environ
+    dirs = [Path(p).expanduser() for p in env.get("SGLWRAP_PROFILE_PATH", "").split(":") if p]
+    home = env.get("HOME")
+    xdg = env.get("XDG_CONFIG_HOME") or (f"{home}/.config" if home else None)
+    if xdg:
+        dirs.append(Path(xdg) / "sglwrap" / "profiles")
+    dirs.append(Path(env.get("SGLWRAP_SYSTEM_PROFILE_DIR", "/etc/sglwrap/profiles")))
+    dirs.append(builtin_dir())
+    return dirs
+
+
+def _candidates(name: str, dirs: list[Path]) -> list[Path]:
+    out = []
+    for d in dirs:
+        for ext in (".yaml", ".yml"):
+            p = d / f"{name}{ext}"
+            if p.is_file():
+                out.append(p)
+                break
+    return out
+
+
+def list_profiles(environ: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
+    """Every profile name visible on the search path with the file that wins."""
+    seen: dict[str, Path] = {}
+    for d in search_path(environ):
+        if not d.is_dir():
+            continue
+        for p in sorted(d.iterdir()):
+            if p.suffix in (".yaml", ".yml") and p.stem not in seen:
+                seen[p.stem] = p
+    return sorted(seen.items())
+
+
+def find_profile(name: str, environ: Mapping[str, str] | None = None, after: Path | None = None) -> Path:
+    """The file that defines ``name``; with ``after``, the next one past that file on the path."""
+    _check_name(name, "profile name")
+    found = _candidates(name, search_path(environ))
+    if after is not None:
+        idx = [p.resolve() for p in found].index(after.resolve()) if after.resolve() in [
+            p.resolve() for p in found] else -1
+        found = found[idx + 1:]
+    if not found:
+        known = [n for n, _ in list_profiles(environ)]
+        import difflib
+
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        where = ", ".join(str(d) for d in search_path(environ))
+        raise ProfileError(f"profile {name!r} not found.{hint} Known profiles: {', '.join(known) or 'none'}. "
+                           f"Searched: {where}")
+    return found[0]
+
+
+def _check_name(name: str, what: str) -> None:
+    if not name or "/" in name or name.startswith(".") or not all(c.isalnum() or c in "-_." for c in name):
+        raise ProfileError(f"{what} {name!r} is not valid: use letters, digits, '-', '_' and '.'")
+
+
+def load_profile(name_or_path: str, environ: Mapping[str, str] | None = None) -> Profile:
+    """Resolve a profile by name (search path) or by file path, with inheritance, fully validated."""
+    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
+        path = Path(name_or_path).expanduser()
+        if not path.is_file():
+            raise ProfileError(f"{path}: no such profile file")
+    else:
+        path = find_profile(name_or_path, environ)
+    chain = _load_chain(path, environ)
+    return _merge(chain)
+
+
+def _load_chain(path: Path, environ: Mapping[str, str] | None) -> list[tuple[Path, dict[str, Any]]]:
+    chain: list[tuple[Path, dict[str, Any]]] = []
+    seen: set[Path] = set()
+    current: Path | None = path
+    while current is not None:
+        if current.resolve() in seen or len(chain) >= _MAX_DEPTH:
+            names = " -> ".join(str(p) for p, _ in chain)
+            raise ProfileError(f"{path}: 'extends' forms a cycle: {names} -> {current}")
+        seen.add(current.resolve())
+        raw = _read_yaml(current)
+        chain.append((current, raw))
+        parent = raw.get("extends")
+        if parent is None:
+            current = None
+        else:
+            same = parent == current.stem
+            current = find_profile(parent, environ, after=current if same else None)
+    return chain
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ProfileError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ProfileError(f"{path}: not UTF-8 text") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ProfileError(f"{path}:{where}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: the top level must be a mapping with keys {', '.join(TOP_KEYS)}; "
+                           f"found {type(data).__name__}")
+    _validate_top(path, data)
+    return data
+
+
+def _validate_top(path: Path, data: dict[str, Any]) -> None:
+    for key in data:
+        if key not in TOP_KEYS:
+            raise ProfileError(_unknown(path, str(key), None, TOP_KEYS, "top-level key"))
+    name = data.get("name")
+    if not isinstance(name, str) or name != path.stem:
+        raise ProfileError(f"{path}: key 'name': {name!r} must be a string equal to the file name ({path.stem!r})")
+    desc = data.get("description")
+    if not isinstance(desc, str) or not desc.strip():
+        raise ProfileError(f"{path}: key 'description': required, a non-empty string saying when to use "
+                           "the profile and what evidence backs it")
+    ev = data.get("evidence", [])
+    if not isinstance(ev, list) or not all(isinstance(x, str) for x in ev):
+        raise ProfileError(f"{path}: key 'evidence': must be a list of strings")
+    ext = data.get("extends")
+    if ext is not None and not isinstance(ext, str):
+        raise ProfileError(f"{path}: key 'extends': {ext!r} must be the name of another profile")
+    for section in ("env", "sglang", "features"):
+        val = data.get(section)
+        if val is not None and not isinstance(val, dict):
+            raise ProfileError(f"{path}: key '{section}': must be a mapping, found {type(val).__name__}")
+
+
+def _unknown(path: Path, key: str, section: str | None, allowed: tuple[str, ...] | list[str], what: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    where = f"{section}.{key}" if section else key
+    return f"{path}: key '{where}': unknown {what}.{hint} Allowed: {', '.join(allowed)}"
+
+
+def _merge(chain: list[tuple[Path, dict[str, Any]]]) -> Profile:
+    env: dict[str, EnvSetting] = {}
+    sglang: dict[str, Any] = {}
+    features: dict[str, str] = {}
+    for path, raw in reversed(chain):  # base first, most derived last
+        for name, entry in (raw.get("env") or {}).items():
+            setting = _env_setting(path, str(name), entry)
+            if setting is None:
+                env.pop(str(name), None)
+            else:
+                env[str(name)] = setting
+        for key, value in (raw.get("sglang") or {}).items():
+            if value is None:
+                sglang.pop(str(key), None)
+            else:
+                sglang[str(key)] = _sglang_value(path, str(key), value)
+        for key, mode in (raw.get("features") or {}).items():
+            features[str(key)] = _feature_mode(path, str(key), mode)
+    top_path, top = chain[0]
+    return Profile(
+        name=top["name"],
+        description=top["description"].strip(),
+        evidence=tuple(top.get("evidence", [])),
+        env=env,
+        sglang=sglang,
+        features=features,
+        sources=tuple(str(p) for p, _ in chain),
+    )
+
+
+def _env_setting(path: Path, name: str, entry: Any) -> EnvSetting | None:
+    force = False
+    value = entry
+    if isinstance(entry, dict):
+        for k in entry:
+            if k not in ENV_ENTRY_KEYS:
+                raise ProfileError(_unknown(path, f"{name}.{k}", "env", ENV_ENTRY_KEYS, "key of a variable"))
+        if "value" not in entry:
+            raise ProfileError(f"{path}: key 'env.{name}': a mapping needs 'value' (and optionally 'force: true')")
+        value, force = entry["value"], entry.get("force", False)
+        if not isinstance(force, bool):
+            raise ProfileError(f"{path}: key 'env.{name}.force': {force!r} must be true or false")
+    if value is None:
+        return None  # removes an inherited variable
+    var = envvars.REGISTRY.get(name)
+    if var is None:
+        return EnvSetting(_unregistered_value(path, name, value), force)
+    try:
+        return EnvSetting(envvars.canonical_value(var, value), force)
+    except envvars.EnvValueError as e:
+        raise ProfileError(f"{path}: key 'env.{name}': bad value {value!r}: {e.problem}. "
+                           f"Allowed: {e.allowed}") from None
+
+
+def _unregistered_value(path: Path, name: str, value: Any) -> str:
+    if not name.replace("_", "").isalnum() or not name.isupper():
+        raise ProfileError(f"{path}: key 'env.{name}': not a valid variable name (upper-case letters, digits, _)")
+    if name.startswith("SGLANG_"):
+        from sglwrap import sglang_env
+
+        return sglang_env.check(path, name, value)
+    for prefix in envvars.STRICT_PREFIXES:
+        if name.startswith(prefix):
+            known = [n for n in envvars.REGISTRY if n.startswith(prefix)]
+            guess = envvars.suggest(name, known)
+            hint = f" Did you mean {guess!r}?" if guess else ""
+            raise ProfileError(
+                f"{path}: key 'env.{name}': unknown {prefix}* variable ({prefix.rstrip('_')} would silently "
+                f"ignore it).{hint} Known: {', '.join(sorted(known))}")
+    if isinstance(value, (dict, list)) or value is None:
+        raise ProfileError(f"{path}: key 'env.{name}': {value!r} must be a scalar")
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _sglang_value(path: Path, key: str, value: Any) -> Any:
+    setting = SETTINGS.get(key)
+    if setting is None:
+        raise ProfileError(_unknown(path, key, "sglang", sorted(SETTINGS), "server setting"))
+    ok_types: dict[str, tuple[type, ...]] = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,)}
+    if isinstance(value, bool) and setting.kind != "bool" or not isinstance(value, ok_types[setting.kind]):
+        raise ProfileError(f"{path}: key 'sglang.{key}': {value!r} must be {_kind_word(setting.kind)}")
+    if setting.kind in ("int", "float"):
+        lo, hi = setting.minimum, setting.maximum
+        if lo is not None and value < lo or hi is not None and value > hi:
+            raise ProfileError(f"{path}: key 'sglang.{key}': {value!r} is out of range; allowed: {lo} to {hi}")
+    return value
+
+
+def _kind_word(kind: str) -> str:
+    return {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}[kind]
+
+
+def _feature_mode(path: Path, key: str, mode: Any) -> str:
+    if key not in FEATURES:
+        raise ProfileError(_unknown(path, key, "features", sorted(FEATURES), "feature"))
+    if mode is False:
+        mode = "off"  # YAML reads a bare `off` as false
+    if not isinstance(mode, str) or mode not in FEATURE_MODES:
+        raise ProfileError(f"{path}: key 'features.{key}': {mode!r} is not a mode; allowed: "
+                           f"{', '.join(FEATURE_MODES)}")
+    return mode

@@ -1,0 +1,70 @@
+"""What a profile's ``sglang:`` settings and ``features:`` mean, and which SGLang flags express them.
+
+Profiles name server settings by meaning (``cuda_graph_max_bs``); the flag that carries the meaning changed
+between SGLang versions (0.5.23 split ``--cuda-graph-max-bs`` into ``-decode``/``-prefill``, and its parser's
+abbreviation matching makes the old spelling an "ambiguous option" error). Candidates are listed newest first;
+``sglwrap.sglang_args`` picks the first one the installed SGLang has, matched exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A server setting a profile may set; ``flags`` are candidate spellings, newest first."""
+
+    name: str
+    kind: str  # int, float, str, bool
+    flags: tuple[str, ...]
+    meaning: str
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in (
+    Setting("cuda_graph_max_bs", "int", ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"),
+            "largest decode batch captured in a CUDA graph (graph memory grows with it)", 1, 4096),
+    Setting("cuda_graph_max_bs_prefill", "int", ("--cuda-graph-max-bs-prefill",),
+            "largest prefill batch captured in a CUDA graph", 1, 65536),
+    Setting("mem_fraction_static", "float", ("--mem-fraction-static",),
+            "fraction of free GPU memory for weights + KV cache", 0.01, 0.99),
+    Setting("chunked_prefill_size", "int", ("--chunked-prefill-size",),
+            "tokens per prefill chunk (-1 disables chunking)", -1, 1 << 20),
+    Setting("max_running_requests", "int", ("--max-running-requests",), "concurrent requests cap", 1, 1 << 20),
+    Setting("max_total_tokens", "int", ("--max-total-tokens",), "KV pool size cap in tokens", 1, 1 << 30),
+    Setting("context_length", "int", ("--context-length",), "maximum context length", 1, 1 << 24),
+    Setting("kv_cache_dtype", "str", ("--kv-cache-dtype",), "KV cache data type (auto, fp8_e4m3, ...)"),
+    Setting("attention_backend", "str", ("--attention-backend",), "attention kernel backend"),
+    Setting("schedule_conservativeness", "float", ("--schedule-conservativeness",),
+            "how conservatively the scheduler admits requests", 0.0, 100.0),
+)}
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A communication feature a profile can ask for; how it is turned on and off in SGLang."""
+
+    name: str
+    meaning: str
+    on_flags: tuple[tuple[str, ...], ...]  # candidate argv fragments that enable it, newest first
+    off_flags: tuple[tuple[str, ...], ...]  # candidate argv fragments that disable it ((),) = SGLang's default
+    on_env: tuple[tuple[str, str], ...] = ()  # variables that enable it (when it is an env knob)
+
+
+FEATURE_MODES = ("require", "prefer", "off", "auto")
+
+FEATURES: dict[str, Feature] = {f.name: f for f in (
+    Feature("flashinfer_allreduce_fusion", "FlashInfer all-reduce + RMSNorm fusion",
+            on_flags=(("--flashinfer-allreduce-fusion-backend", "auto"), ("--enable-flashinfer-allreduce-fusion",)),
+            off_flags=(("--enforce-disable-flashinfer-allreduce-fusion",), ())),
+    Feature("torch_symm_mem", "torch symmetric-memory all-reduce (--enable-torch-symm-mem)",
+            on_flags=(("--enable-torch-symm-mem",),), off_flags=((),)),
+    Feature("symm_mem", "NCCL symmetric-memory windows (--enable-symm-mem; forces NCCL_NVLS_ENABLE=1)",
+            on_flags=(("--enable-symm-mem",),), off_flags=((),)),
+    Feature("custom_all_reduce", "SGLang's custom all-reduce kernel (on by default)",
+            on_flags=((),), off_flags=(("--disable-custom-all-reduce",),)),
+    Feature("pcie_ipc_allreduce", "FlashInfer PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE, opt-in)",
+            on_flags=((),), off_flags=((),), on_env=(("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE", "1"),)),
+)}

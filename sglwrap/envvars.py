@@ -29,6 +29,7 @@ class EnvVar:
     tokens: tuple[str, ...] = ()
     list_funcs: tuple[str, ...] = ()  # NCCL_PROTO/NCCL_ALGO: allowed "func:" prefixes
     sglang_writes: str | None = None  # how SGLang 0.5.23 itself sets it in the launcher, if it does
+    sglang_overrides_when: tuple[str, ...] = ()  # SGLang arg dests that make it overwrite a set value; "*" always
     power_of_two: bool = False
 
 
@@ -38,9 +39,11 @@ _P2P_LEVELS = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "S
 _VARS: tuple[EnvVar, ...] = (
     # --- NCCL: channels and buffers (connect.cc:327-359, init.cc:810-828) ---
     EnvVar("NCCL_MIN_NCHANNELS", "int", "minimum number of channels (rings/trees) per communicator", None, 0, 64,
-           sglang_writes="overwritten with --enable-deterministic-inference (SGLANG_DETERMINISTIC_NCCL_NCHANNELS)"),
+           sglang_writes="overwritten with --enable-deterministic-inference (SGLANG_DETERMINISTIC_NCCL_NCHANNELS)",
+           sglang_overrides_when=("enable_deterministic_inference",)),
     EnvVar("NCCL_MAX_NCHANNELS", "int", "maximum number of channels per communicator", "64", 1, 64,
-           sglang_writes="overwritten with --enable-deterministic-inference (SGLANG_DETERMINISTIC_NCCL_NCHANNELS)"),
+           sglang_writes="overwritten with --enable-deterministic-inference (SGLANG_DETERMINISTIC_NCCL_NCHANNELS)",
+           sglang_overrides_when=("enable_deterministic_inference",)),
     EnvVar("NCCL_MIN_NRINGS", "int", "legacy name of NCCL_MIN_NCHANNELS", None, 0, 64),
     EnvVar("NCCL_MAX_NRINGS", "int", "legacy name of NCCL_MAX_NCHANNELS", None, 1, 64),
     EnvVar("NCCL_MIN_CTAS", "int", "minimum CTAs per collective (ncclConfig_t minCTAs)", "1", 1, 64),
@@ -60,7 +63,8 @@ _VARS: tuple[EnvVar, ...] = (
     EnvVar("NCCL_ALGO", "list", "algorithms NCCL may use", None,
            tokens=("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"),
            list_funcs=_NCCL_FUNCS,
-           sglang_writes="set to allreduce:tree with --enable-deterministic-inference"),
+           sglang_writes="set to allreduce:tree with --enable-deterministic-inference",
+           sglang_overrides_when=("enable_deterministic_inference",)),
     # --- NCCL: transports and topology (paths.cc, shm.cc, nvls.cc, cudawrap.cc) ---
     EnvVar("NCCL_P2P_LEVEL", "enum", "farthest PCI path over which GPUs use P2P (case-sensitive)", "PXB",
            tokens=_P2P_LEVELS + ("0", "1", "2", "3", "4", "5")),
@@ -68,9 +72,11 @@ _VARS: tuple[EnvVar, ...] = (
     EnvVar("NCCL_SHM_DISABLE", "int", "1 disables the shared-memory transport", "0", 0, 1),
     EnvVar("NCCL_P2P_USE_CUDA_MEMCPY", "int", "use copy engines for P2P", "0", 0, 1),
     EnvVar("NCCL_NVLS_ENABLE", "int", "NVLink SHARP (multicast): 0 off, 1 forced, 2 auto", "2", 0, 2,
-           sglang_writes="set to 0 when unset; forced to 1 by --enable-nccl-nvls/--enable-symm-mem"),
+           sglang_writes="set to 0 when unset; forced to 1 by --enable-nccl-nvls/--enable-symm-mem",
+           sglang_overrides_when=("enable_nccl_nvls", "enable_symm_mem")),
     EnvVar("NCCL_CUMEM_ENABLE", "int", "cuMem-based buffers (0/1)", None, 0, 1,
-           sglang_writes="set to 0 when unset; forced to 1 by --enable-symm-mem"),
+           sglang_writes="set to 0 when unset; forced to 1 by --enable-symm-mem",
+           sglang_overrides_when=("enable_symm_mem",)),
     EnvVar("NCCL_MNNVL_ENABLE", "int", "multi-node NVLink (0 off, 1 on, 2 auto)", "2", 0, 2),
     EnvVar("NCCL_GRAPH_MIXING_SUPPORT", "int", "graph/non-graph launch mixing support (0/1)", "1", 0, 1,
            sglang_writes="set to 0 when dcp_size > 1"),
@@ -111,7 +117,7 @@ _VARS: tuple[EnvVar, ...] = (
     EnvVar("CUDA_DEVICE_ORDER", "enum", "how CUDA numbers devices", "FASTEST_FIRST",
            tokens=("FASTEST_FIRST", "PCI_BUS_ID")),
     EnvVar("CUDA_DEVICE_MAX_CONNECTIONS", "int", "hardware work queues per device", "8", 1, 32,
-           sglang_writes="always overwritten with 8 by SGLang's launcher"),
+           sglang_writes="always overwritten with 8 by SGLang's launcher", sglang_overrides_when=("*",)),
     EnvVar("CUDA_LAUNCH_BLOCKING", "int", "synchronous kernel launches (debug only, very slow)", "0", 0, 1),
     EnvVar("CUDA_MODULE_LOADING", "enum", "module loading", "LAZY", tokens=("LAZY", "EAGER")),
     EnvVar("CUDA_HOME", "path", "CUDA toolkit used by JIT compilers (FlashInfer, sgl-kernel)"),

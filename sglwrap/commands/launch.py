@@ -1,0 +1,146 @@
+"""`sglwrap launch`: the drop-in for `python -m sglang.launch_server`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from sglwrap import launch as L
+from sglwrap.errors import ConfigError, UsageError
+from sglwrap.inject import run_dir_for
+from sglwrap.sglang_args import FlagTable, flag_table, installed_sglang_version, target_python
+
+# sglwrap's own options: name -> takes a value. None of them may equal an SGLang flag (tested).
+OWN_OPTIONS: dict[str, bool] = {
+    "--profile": True, "--dry-run": False, "--json": False, "--assume": True, "--assume-stack": True,
+    "--force": False,
+}
+
+
+def add_parser(sub: Any) -> None:
+    """Register `launch` (its options are split from SGLang's by `parse`; this parser serves --help)."""
+    p = sub.add_parser(
+        "launch", help="plan, check and exec python -m sglang.launch_server with a profile",
+        description="Resolve a profile, run the checks, render the injector and exec SGLang in this process. "
+                    "Every option sglwrap does not own is passed to SGLang unchanged (with or without `--`).")
+    p.add_argument("--profile", help="profile name or file (default: $SGLWRAP_PROFILE, else baseline)")
+    p.add_argument("--dry-run", action="store_true", help="write the files and print what would run; do not exec")
+    p.add_argument("--json", action="store_true", help="with --dry-run: one JSON object on stdout")
+    p.add_argument("--assume", metavar="HW", help="plan for catalogued GPUs (8xH200, 8xRTX-PRO-6000) or a "
+                                                  "HostFacts JSON file instead of this machine's")
+    p.add_argument("--assume-stack", metavar="PKG=VER,...", help="plan for these package versions (sglang=0.5.9)")
+    p.add_argument("--force", action="store_true", help="launch even if a check predicts failure")
+    p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments")
+
+
+def split_own_args(argv: Sequence[str], table: FlagTable | None) -> tuple[dict[str, Any], list[str]]:
+    """Separate sglwrap's options from SGLang's; SGLang values are skipped using its flag table."""
+    own: dict[str, Any] = {}
+    rest: list[str] = []
+    i = 0
+    if "--" in argv:
+        cut = list(argv).index("--")
+        head, tail = list(argv[:cut]), list(argv[cut + 1:])
+    else:
+        head, tail = list(argv), []
+    while i < len(head):
+        tok = head[i]
+        name, eq, inline = tok.partition("=")
+        if name in OWN_OPTIONS:
+            if OWN_OPTIONS[name]:
+                if eq:
+                    own[name] = inline
+                elif i + 1 < len(head):
+                    own[name] = head[i + 1]
+                    i += 1
+                else:
+                    raise UsageError(f"launch: {name} needs a value")
+            elif eq:
+                raise UsageError(f"launch: {name} takes no value")
+            else:
+                own[name] = True
+            i += 1
+            continue
+        rest.append(tok)
+        i += 1
+        if table is not None and tok.startswith("--") and not eq:
+            info = table.flags.get(tok)
+            n = info.nargs if info else 0
+            take = 1 if n in (1, "?") else (int(n) if isinstance(n, int) else 0)
+            if n in ("*", "+"):
+                while i < len(head) and not head[i].startswith("--"):
+                    rest.append(head[i])
+                    i += 1
+            for _ in range(take):
+                if i < len(head) and (n != "?" or not head[i].startswith("--")):
+                    rest.append(head[i])
+                    i += 1
+    return own, rest + tail
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> L.LaunchOptions:
+    """Custom parse: only sglwrap's exact option names are ours (no abbreviations)."""
+    head = list(argv[1:])
+    pre = head[: head.index("--")] if "--" in head else head
+    if "-h" in pre or "--help" in pre:
+        parser.parse_args(["launch", "--help"])
+    own, _ = split_own_args(head, None)
+    table = _table(own.get("--assume-stack"))
+    own, sglang_args = split_own_args(head, table)
+    profile = own.get("--profile") or os.environ.get("SGLWRAP_PROFILE") or "baseline"
+    return L.LaunchOptions(profile=profile, sglang_args=tuple(sglang_args), dry_run=bool(own.get("--dry-run")),
+                           json=bool(own.get("--json")), assume=own.get("--assume"),
+                           assume_stack=own.get("--assume-stack"), force=bool(own.get("--force")))
+
+
+_TABLE_CACHE: dict[str | None, FlagTable] = {}
+
+
+def _table(assume_stack: str | None) -> FlagTable:
+    version = L.assumed_sglang_version(assume_stack)
+    if version not in _TABLE_CACHE:
+        _TABLE_CACHE[version] = flag_table(target_python(), assume_version=version)
+    return _TABLE_CACHE[version]
+
+
+def run(opts: L.LaunchOptions) -> int:
+    """Plan, write the injector and manifest, then exec SGLang (or print the plan with --dry-run)."""
+    from sglwrap.log import get_logger
+
+    environ = dict(os.environ)
+    python = target_python(environ)
+    L.require_user_args(opts.sglang_args)
+    if opts.json and not opts.dry_run:
+        raise UsageError("launch: --json needs --dry-run (a real launch's stdout belongs to SGLang)")
+    table = _table(opts.assume_stack)
+    plan = L.prepare(opts, environ, table, python)
+    module = os.environ.get("SGLWRAP_SERVER_MODULE", L.SERVER_MODULE)
+    if module != plan.module:
+        plan = L.LaunchPlan(**{**plan.__dict__, "module": module})
+    if not opts.dry_run and module == L.SERVER_MODULE and installed_sglang_version(python) is None:
+        raise ConfigError(f"SGLang is not installed for {python}; install it there (pip install sglang) or point "
+                          "SGLWRAP_PYTHON at the interpreter that has it")
+    run_dir = run_dir_for(plan.profile.hash, environ)
+    site, manifest_path, doc = L.write_files(plan, run_dir, environ, dry_run=opts.dry_run)
+    log = get_logger()
+    if opts.dry_run:
+        if opts.json:
+            out = {"argv": plan.argv, "env": doc["env"], "sitecustomize": str(site), "manifest": str(manifest_path),
+                   "profile": {"name": plan.profile.name, "hash": plan.profile.hash},
+                   "env_kept": plan.env_kept, "warnings": list(plan.warnings), "overridden": list(plan.overridden),
+                   "sglang_version": plan.sglang_version, "flag_table": plan.flag_table_source,
+                   "gates": plan.gates}
+            sys.stdout.write(json.dumps(out, indent=1) + "\n")
+        else:
+            sys.stderr.write(L.describe(plan, site, manifest_path) + "\n")
+        return 0
+    for w in plan.warnings:
+        log.warning("launch.note", note=w)
+    log.info("launch.exec", profile=plan.profile.name, hash=plan.profile.hash, manifest=str(manifest_path),
+             argv=plan.argv)
+    L.exec_plan(plan, L.exec_environment(plan, run_dir, environ))
+    return 0  # unreachable: exec replaced the process

@@ -1,0 +1,283 @@
+"""Plan a launch (pure), write its files (sitecustomize + manifest), then exec SGLang in this very process.
+
+Flow: profile -> preflight gate -> argv/env plan -> memory gate -> files -> ``os.execve``. After the exec the PID,
+the signals and the exit code are SGLang's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sglwrap import __version__, envvars, inject
+from sglwrap.errors import ConfigError, UsageError
+from sglwrap.fsutil import atomic_write_text
+from sglwrap.host.facts import HostFacts
+from sglwrap.profiles import Profile
+from sglwrap.settings import FEATURES, SETTINGS
+from sglwrap.sglang_args import FlagTable, config_file_dests, parse_user_args, pick_flag
+
+SERVER_MODULE = "sglang.launch_server"
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything a launch will do, decided before anything is written or executed."""
+
+    profile: Profile
+    python: str
+    module: str
+    sglang_args: tuple[str, ...]  # the user's args followed by the profile's
+    profile_args: tuple[str, ...]  # what the profile added
+    env_set: dict[str, str]  # profile/feature variables put into the exec environment
+    env_kept: dict[str, str]  # profile variables left at the value the user's environment already had
+    overridden: tuple[str, ...]  # profile settings the user's own args replaced
+    warnings: tuple[str, ...]
+    sglang_version: str
+    flag_table_source: str
+    facts: HostFacts | None = None
+    gates: dict[str, Any] = field(default_factory=dict)  # preflight / memory results for the manifest
+
+    @property
+    def argv(self) -> list[str]:
+        return [self.python, "-m", self.module, *self.sglang_args]
+
+
+def plan_launch(profile: Profile, user_args: Sequence[str], table: FlagTable, *, python: str,
+                environ: Mapping[str, str], facts: HostFacts | None = None,
+                module: str = SERVER_MODULE) -> LaunchPlan:
+    """Decide argv and environment for ``profile`` + the user's SGLang args. Pure: reads only its inputs."""
+    warnings: list[str] = []
+    parsed = parse_user_args(user_args, table)
+    for p in parsed:
+        if p.abbreviated:
+            warnings.append(f"{p.token.split('=', 1)[0]} is an abbreviation SGLang accepts for {p.flag}; "
+                            f"write {p.flag} so a future flag cannot make it ambiguous")
+    user_dests = {p.dest for p in parsed} | config_file_dests(user_args, table)
+    profile_args: list[str] = []
+    overridden: list[str] = []
+    for key, value in sorted(profile.sglang.items()):
+        setting = SETTINGS[key]
+        flag = pick_flag(setting.flags, table)
+        if flag is None:
+            raise ConfigError(
+                f"profile {profile.name!r} ({profile.sources[0]}): setting 'sglang.{key}' has no flag in SGLang "
+                f"{table.version} (looked for {', '.join(setting.flags)}); remove it from the profile or "
+                f"use another SGLang version")
+        if table.flags[flag].dest in user_dests:
+            overridden.append(f"sglang.{key} (your {flag} wins)")
+            continue
+        profile_args += [flag, _render_value(value)]
+    feature_env: dict[str, str] = {}
+    for name, mode in sorted(profile.features.items()):
+        frag, env = _feature_fragment(profile, name, mode, table, warnings)
+        if frag and table.flags[frag[0]].dest in user_dests:
+            overridden.append(f"features.{name} (your {frag[0]} wins)")
+            continue
+        profile_args += list(frag)
+        feature_env.update(env)
+    env_set, env_kept = _plan_env(profile, feature_env, environ, user_dests, warnings)
+    return LaunchPlan(
+        profile=profile, python=python, module=module,
+        sglang_args=tuple(user_args) + tuple(profile_args), profile_args=tuple(profile_args),
+        env_set=env_set, env_kept=env_kept, overridden=tuple(overridden), warnings=tuple(warnings),
+        sglang_version=table.version, flag_table_source=table.source, facts=facts,
+    )
+
+
+def _render_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _feature_fragment(profile: Profile, name: str, mode: str, table: FlagTable,
+                      warnings: list[str]) -> tuple[tuple[str, ...], dict[str, str]]:
+    feature = FEATURES[name]
+    if mode == "auto":
+        return (), {}
+    candidates = feature.off_flags if mode == "off" else feature.on_flags
+    env = dict(feature.on_env) if mode != "off" else {}
+    for frag in candidates:
+        if not frag or frag[0] in table.flags:
+            return frag, env
+    spelled = " or ".join(" ".join(c) for c in candidates)
+    msg = (f"profile {profile.name!r}: features.{name}: {mode} needs {spelled}, which SGLang {table.version} "
+           "does not have")
+    if mode == "require":
+        raise ConfigError(msg + "; the profile requires it")
+    warnings.append(msg + "; skipped")
+    return (), {}
+
+
+def _plan_env(profile: Profile, feature_env: Mapping[str, str], environ: Mapping[str, str],
+              user_dests: set[str], warnings: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    env_set: dict[str, str] = {}
+    env_kept: dict[str, str] = {}
+    wanted = {name: (s.value, s.force) for name, s in profile.env.items()}
+    for name, value in feature_env.items():
+        wanted.setdefault(name, (value, False))
+    for name, (value, force) in sorted(wanted.items()):
+        current = environ.get(name)
+        var = envvars.REGISTRY.get(name)
+        triggers = set(var.sglang_overrides_when) if var is not None else set()
+        if var is not None and ("*" in triggers or triggers & user_dests):
+            if force:
+                warnings.append(f"{name} is forced to {value} in every process, undoing what SGLang does itself "
+                                f"({var.sglang_writes})")
+            else:
+                warnings.append(f"{name}={value} will not take effect: SGLang overwrites it with these arguments "
+                                f"({var.sglang_writes}); set 'force: true' to override SGLang")
+        if current is not None and current != value and not force:
+            env_kept[name] = current
+            warnings.append(f"{name}={current} from your environment is kept over the profile's {value} "
+                            "(set 'force: true' in the profile to override)")
+            continue
+        env_set[name] = value
+    return env_set, env_kept
+
+
+def exec_environment(plan: LaunchPlan, run_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """The full environment for the exec: the caller's, the plan's variables, and the run dir first on PYTHONPATH."""
+    env = dict(environ)
+    env.update(plan.env_set)
+    old = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(run_dir) + (os.pathsep + old if old else "")
+    env["SGLWRAP_PROFILE_HASH"] = plan.profile.hash
+    return env
+
+
+def env_changes(plan: LaunchPlan, run_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """Only the variables the launch sets or changes (what ``--json`` reports as ``env``)."""
+    full = exec_environment(plan, run_dir, environ)
+    return {k: v for k, v in sorted(full.items()) if environ.get(k) != v}
+
+
+def manifest(plan: LaunchPlan, run_dir: Path, site: Path, environ: Mapping[str, str], *,
+             dry_run: bool) -> dict[str, Any]:
+    """The launch manifest: what was decided and why, for `diagnose` and for people."""
+    return {
+        "sglwrap_manifest": 1,
+        "sglwrap_version": __version__,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "pid": os.getpid(),
+        "host": os.uname().nodename,
+        "dry_run": dry_run,
+        "profile": {"name": plan.profile.name, "hash": plan.profile.hash,
+                    "sources": list(plan.profile.sources), "notes": list(plan.profile.notes)},
+        "argv": plan.argv,
+        "env": env_changes(plan, run_dir, environ),
+        "env_kept": plan.env_kept,
+        "profile_args": list(plan.profile_args),
+        "overridden": list(plan.overridden),
+        "warnings": list(plan.warnings),
+        "versions": {"sglang": plan.sglang_version, "sglwrap": __version__,
+                     "python": sys.version.split()[0]},
+        "flag_table": plan.flag_table_source,
+        "facts_source": plan.facts.source if plan.facts else None,
+        "sitecustomize": str(site),
+        "gates": plan.gates,
+    }
+
+
+def write_files(plan: LaunchPlan, run_dir: Path, environ: Mapping[str, str], *,
+                dry_run: bool) -> tuple[Path, Path, dict[str, Any]]:
+    """Write sitecustomize.py and the manifest into ``run_dir`` (atomically); returns both paths and the manifest."""
+    feature_env = {k: v for k, v in plan.env_set.items() if k not in plan.profile.env}
+    site = inject.write_sitecustomize(run_dir, inject.render_sitecustomize(plan.profile, feature_env))
+    doc = manifest(plan, run_dir, site, environ, dry_run=dry_run)
+    path = run_dir / MANIFEST_NAME
+    atomic_write_text(path, json.dumps(doc, indent=1) + "\n", mode=0o600)
+    return site, path, doc
+
+
+def describe(plan: LaunchPlan, site: Path, manifest_path: Path) -> str:
+    """Human-readable summary of a plan for stderr."""
+    lines = [f"profile   {plan.profile.name} ({plan.profile.short_hash})",
+             f"sglang    {plan.sglang_version} (flags: {plan.flag_table_source})"]
+    for k, v in sorted(plan.env_set.items()):
+        lines.append(f"env       {k}={v}")
+    for k, v in sorted(plan.env_kept.items()):
+        lines.append(f"env kept  {k}={v} (yours)")
+    lines.append(f"exec      {shlex.join(plan.argv)}")
+    lines.append(f"inject    {site}")
+    lines.append(f"manifest  {manifest_path}")
+    for w in plan.warnings:
+        lines.append(f"note      {w}")
+    for o in plan.overridden:
+        lines.append(f"override  {o}")
+    return "\n".join(lines)
+
+
+def exec_plan(plan: LaunchPlan, env: Mapping[str, str]) -> None:
+    """Replace this process with SGLang (never returns on success)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(plan.python, plan.argv, dict(env))
+    except OSError as e:
+        raise ConfigError(f"cannot exec {plan.python}: {e.strerror}") from None
+
+
+def require_user_args(args: Sequence[str]) -> None:
+    """A launch without any SGLang arguments is almost surely a mistake in a unit file."""
+    if not args:
+        raise UsageError("no SGLang arguments given; e.g. sglwrap launch --profile fewchan -- --model-path M --tp 8")
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """sglwrap's own launch options (everything else on the command line belongs to SGLang)."""
+
+    profile: str
+    sglang_args: tuple[str, ...]
+    dry_run: bool = False
+    json: bool = False
+    assume: str | None = None
+    assume_stack: str | None = None
+    force: bool = False
+
+
+def resolve_facts(assume: str | None) -> HostFacts | None:
+    """HostFacts from ``--assume``; None when planning for this machine (probed by the preflight gate)."""
+    if assume is None:
+        return None
+    from sglwrap.host.catalogue import resolve_assume
+
+    return resolve_assume(assume)
+
+
+def assumed_sglang_version(assume_stack: str | None) -> str | None:
+    """The ``sglang=`` entry of ``--assume-stack``, if any."""
+    if not assume_stack:
+        return None
+    for pair in assume_stack.split(","):
+        name, sep, version = pair.strip().partition("=")
+        if not sep or not name or not version:
+            raise UsageError(f"--assume-stack {assume_stack!r}: {pair!r} is not name=version")
+        if name.strip() == "sglang":
+            return version.strip()
+    return None
+
+
+def prepare(opts: LaunchOptions, environ: Mapping[str, str], table: FlagTable, python: str) -> LaunchPlan:
+    """Profile -> preflight gate -> argv/env plan -> memory gate. Raises ConfigError (exit 78) when blocked."""
+    from sglwrap.profiles import load_profile
+
+    profile = load_profile(opts.profile, environ)
+    facts = resolve_facts(opts.assume)
+    gates: dict[str, Any] = {}
+    # --- preflight gate --- (sglwrap.preflight: may downgrade `profile` or block with exit 78)
+    plan = plan_launch(profile, opts.sglang_args, table, python=python, environ=environ, facts=facts)
+    # --- memory gate --- (sglwrap.memory.plan: a predicted OOM blocks with exit 78 unless opts.force)
+    if gates:
+        plan = LaunchPlan(**{**plan.__dict__, "gates": gates})
+    return plan

@@ -1,0 +1,45 @@
+"""``sglwrap diagnose LOG... [--json] [--plot FILE]``: explain an SGLang launch from its logs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from sglwrap.errors import SglwrapError
+
+EXIT_UNREADABLE = 2
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``diagnose`` verb."""
+    p = subparsers.add_parser(
+        "diagnose",
+        help="read SGLang logs and explain what happened",
+        description="Read SGLang server logs (any version; files, '-' for stdin, .gz, journalctl exports) and "
+        "launch manifests; print the per-rank memory timeline, the outcome, the real cause and the fix. "
+        "Exit 0 when the server came up, 1 when it did not, 2 when an input could not be read.",
+    )
+    p.add_argument("logs", nargs="+", metavar="LOG", help="log file, '-' for stdin, or an sglwrap launch manifest")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--plot", metavar="FILE", type=Path, help="write a PNG of free memory per rank and stage")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Diagnose ``args.logs``; print, plot, and return 0/1 (2 via SglwrapError for unreadable input)."""
+    from sglwrap.diagnose import diagnose
+    from sglwrap.diagnose.render import to_json, to_text
+
+    if args.logs.count("-") > 1:
+        raise SglwrapError("'-' (stdin) can be given only once", exit_code=EXIT_UNREADABLE)
+    report = diagnose(args.logs)
+    if args.plot is not None:
+        from sglwrap.diagnose.plot import write_plot
+
+        write_plot(report, args.plot)
+    if args.json:
+        sys.stdout.write(to_json(report) + "\n")
+    else:
+        sys.stderr.write(to_text(report))
+    return report.exit_code

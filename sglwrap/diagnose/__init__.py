@@ -1,0 +1,110 @@
+"""``sglwrap diagnose``: read SGLang logs of any version and say what happened, with numbers.
+
+``diagnose(paths)`` returns a ``Report``; ``render`` turns it into text or JSON and ``plot`` into a PNG.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sglwrap.diagnose.cause import Finding, decide
+from sglwrap.diagnose.compare import (
+    Imbalance,
+    imbalances,
+    manifest_disagreements,
+    manifest_vs_workers,
+    worker_disagreements,
+)
+from sglwrap.diagnose.patterns import parse_message, split_prefix
+from sglwrap.diagnose.sources import Manifest, iter_lines, read_manifest
+from sglwrap.diagnose.timeline import NodeLog, RankMemory, TimelineBuilder, WorkerEnv
+
+__all__ = ["Report", "diagnose", "diagnose_lines"]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything ``diagnose`` found, ready to render."""
+
+    finding: Finding
+    sglang_version: str | None
+    log_format: str | None
+    ranks: tuple[RankMemory, ...]
+    imbalances: tuple[Imbalance, ...]
+    workers: tuple[WorkerEnv, ...]
+    manifests: tuple[Manifest, ...]
+    env_disagreements: tuple[str, ...]
+    max_total: dict[str, object]
+    profiled: dict[str, int]
+    server_args: dict[str, object]
+    attempts: int
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the server came up, 1 otherwise."""
+        return 0 if self.finding.outcome == "ok" else 1
+
+
+def diagnose_lines(node: str, lines: Iterable[str]) -> NodeLog:
+    """Fold one node's log lines into a ``NodeLog``."""
+    tl = TimelineBuilder(node)
+    for line in lines:
+        tags, msg = split_prefix(line)
+        for ev in parse_message(tags, msg):
+            tl.feed(ev)
+    return tl.result()
+
+
+def diagnose(paths: Sequence[str]) -> Report:
+    """Read every path (``-`` = stdin; manifests recognised by content) and build the report.
+
+    Raises ``SglwrapError`` (exit 2) when an input cannot be read.
+    """
+    nodes: list[NodeLog] = []
+    manifests: list[Manifest] = []
+    several = len(paths) > 1
+    for path in paths:
+        man = read_manifest(path)
+        if man is not None:
+            manifests.append(man)
+            continue
+        nodes.append(diagnose_lines(path if several else "", iter_lines(path)))
+    return build_report(tuple(nodes), tuple(manifests))
+
+
+def build_report(nodes: tuple[NodeLog, ...], manifests: tuple[Manifest, ...]) -> Report:
+    """Combine per-node logs and manifests into one ``Report``."""
+    ranks = tuple(r for n in nodes for r in n.ranks)
+    version = next((m.sglang_version for m in manifests if m.sglang_version), None)
+    if version is None:
+        version = next((v for n in nodes for v in n.versions), None)
+    workers = tuple(w for n in nodes for w in n.workers)
+    finding = decide(nodes, ranks, version)
+    max_total: dict[str, object] = {}
+    profiled: dict[str, int] = {}
+    args: dict[str, object] = {}
+    for n in nodes:
+        for k, v in n.max_total.items():
+            max_total.setdefault(k, v)
+        profiled = profiled or n.profiled
+        for k, v in n.server_args.items():
+            args.setdefault(k, v)
+    return Report(
+        finding=finding, sglang_version=version, log_format=_format(nodes), ranks=ranks,
+        imbalances=imbalances(ranks), workers=workers, manifests=manifests,
+        env_disagreements=manifest_disagreements(manifests) + worker_disagreements(workers)
+        + manifest_vs_workers(manifests, workers),
+        max_total=max_total, profiled=profiled, server_args=args, attempts=max((n.attempts for n in nodes), default=0),
+    )
+
+
+def _format(nodes: tuple[NodeLog, ...]) -> str | None:
+    labels = [r.label for n in nodes for r in n.ranks]
+    if any(n.new_format for n in nodes):
+        return "0.5.10+"
+    if any(lb.startswith("gpu_id=") for lb in labels):
+        return "2024 (0.2.x)"
+    if labels:
+        return "0.3-0.5.9"
+    return None

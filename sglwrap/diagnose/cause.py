@@ -1,0 +1,346 @@
+"""Outcome, stage, cause and fix: SGLang's own memory arithmetic applied to what the log says.
+
+Formulas (research-memory §a.3, SG-0.5.23 mem_cache/kv_cache_configurator.py:2990-3060; older
+model_runner.profile_max_num_token is the same algebra): P = free memory before weights (min over ranks),
+A = free after weights (min), W = P − A, f = --mem-fraction-static; KV budget = P·f − W; everything after the
+KV pool (CUDA graphs, activations) must fit in P·(1 − f).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from sglwrap.diagnose.timeline import STAGES, Failure, NodeLog, RankMemory
+
+MEMORY_KINDS: Final = frozenset({"no_kv", "not_enough", "negative_profile", "budget_other", "torch_oom"})
+PRIORITY: Final = ("capture_failed", "no_kv", "not_enough", "negative_profile", "budget_other", "torch_oom",
+                   "unbalanced", "exception", "crash")
+KV_KINDS: Final = frozenset({"no_kv", "not_enough", "negative_profile", "budget_other"})
+MAX_SANE_FRACTION: Final = 0.95
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The verdict: outcome, stage, the error text, whether SGLang's hint is right, the cause and the fix."""
+
+    outcome: str
+    stage: str | None
+    error: str | None
+    hint: str | None
+    hint_correct: bool | None
+    cause: str
+    fix: str | None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """SGLang's KV arithmetic for the tightest rank (GiB); fields are None when the log lacks them."""
+
+    p: float | None
+    a: float | None
+    w: float | None
+    f: float | None
+
+    @property
+    def rest(self) -> float | None:
+        """KV budget P·f − W."""
+        if self.p is None or self.w is None or self.f is None:
+            return None
+        return self.p * self.f - self.w
+
+
+def graph_flag(nodes: tuple[NodeLog, ...], version: str | None) -> str:
+    """The decode CUDA-graph batch-size flag of the SGLang that wrote the log."""
+    if any(n.new_format for n in nodes) or (version is not None and _ver(version) >= (0, 5, 10)):
+        return "--cuda-graph-max-bs-decode"
+    return "--cuda-graph-max-bs"
+
+
+def _ver(v: str) -> tuple[int, ...]:
+    parts = []
+    for p in v.split(".")[:3]:
+        digits = "".join(ch for ch in p if ch.isdigit()) or "0"
+        parts.append(int(digits[:6]))
+    return tuple(parts)
+
+
+def budget(ranks: tuple[RankMemory, ...], f: float | None) -> Budget:
+    """P, A, W over all ranks the way SGLang takes them (MIN over the world)."""
+    ps, as_ = [], []
+    for r in ranks:
+        p = r.avail_before_weights_gib
+        if p is None and r.avail_after_weights_gib is not None and r.weight_mem_gib is not None:
+            p = r.avail_after_weights_gib + r.weight_mem_gib  # mem usage = before − after on the same rank
+        if p is not None:
+            ps.append(p)
+        if r.avail_after_weights_gib is not None:
+            as_.append(r.avail_after_weights_gib)
+    p_min = min(ps) if ps else None
+    a_min = min(as_) if as_ else None
+    w = None if p_min is None or a_min is None else p_min - a_min
+    return Budget(p_min, a_min, w, f)
+
+
+def fatal_failures(nodes: tuple[NodeLog, ...]) -> list[Failure]:
+    """Failures that ended a launch: any in a node that never came up, or after the server came up."""
+    out: list[Failure] = []
+    for n in nodes:
+        out.extend(f for f in n.failures if (not n.came_up or f.after_up) and _is_fatal(f))
+        prof = n.profiled.get("profiled")
+        if prof is not None and prof <= 0 and not n.came_up:
+            out.append(Failure(n.node, "", "negative_profile",
+                               f"max_total_tokens={n.profiled.get('requested')} is larger than the profiled value "
+                               f"{prof}", "kv_pool", False, {"profiled": prof}))
+    return out
+
+
+def _is_fatal(f: Failure) -> bool:
+    return f.kind != "crash" or "Traceback" not in f.text
+
+
+def primary(failures: list[Failure]) -> Failure | None:
+    """The failure that explains the outcome best (SGLang's own memory errors before generic ones)."""
+    if not failures:
+        return None
+    return min(failures, key=lambda f: PRIORITY.index(f.kind) if f.kind in PRIORITY else len(PRIORITY))
+
+
+def _stage(f: Failure) -> str:
+    if f.kind in KV_KINDS:
+        return "kv_pool"
+    if f.kind == "capture_failed":
+        return "cuda_graph"
+    if f.kind == "unbalanced":
+        return "init"
+    return f.stage
+
+
+def _is_oom(f: Failure) -> bool:
+    return f.kind in MEMORY_KINDS or (f.kind == "capture_failed" and bool(f.values.get("oom")))
+
+
+def decide(nodes: tuple[NodeLog, ...], ranks: tuple[RankMemory, ...], version: str | None) -> Finding:
+    """The whole verdict for a set of node logs."""
+    failures = fatal_failures(nodes)
+    main = primary(failures)
+    args = _merged_args(nodes)
+    f = args.get("mem_fraction_static")
+    if main is not None and isinstance(main.values.get("f"), float):
+        f = main.values["f"]
+    b = budget(ranks, f if isinstance(f, float) else None)
+    flag = graph_flag(nodes, version)
+    if main is None:
+        if any(n.came_up for n in nodes):
+            return _ok(ranks)
+        return _incomplete(nodes, ranks)
+    outcome = "oom" if _is_oom(main) or any(_is_oom(x) for x in failures) else "error"
+    stage = _stage(main)
+    hint = _hint(failures)
+    if main.kind in KV_KINDS:
+        cause, fix, correct = _kv_cause(main, b, args, nodes, ranks)
+    elif main.kind in ("capture_failed", "torch_oom"):
+        cause, fix, correct = _oom_cause(main, stage, b, args, flag, failures)
+    elif main.kind == "unbalanced":
+        cause, fix, correct = _unbalanced_cause(ranks)
+    else:
+        cause, fix, correct = _error_cause(main, stage)
+    if hint is None:
+        correct = None
+    return Finding(outcome, stage, _short(main.text), hint, correct, cause, fix)
+
+
+def _merged_args(nodes: tuple[NodeLog, ...]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for n in nodes:
+        for k, v in n.server_args.items():
+            out.setdefault(k, v)
+    return out
+
+
+def _hint(failures: list[Failure]) -> str | None:
+    for f in failures:
+        t = f.text
+        if f.kind in ("no_kv", "not_enough"):
+            return "increase --mem-fraction-static"
+        if f.kind == "capture_failed" or "--cuda-graph-max-bs" in t:
+            return "set --mem-fraction-static to a smaller value, or lower the CUDA-graph max batch size"
+        if "expandable_segments" in t:
+            return "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+        if f.kind == "unbalanced":
+            return "some GPUs may be occupied by other processes"
+    return None
+
+
+def _short(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= 600 else text[:597] + "..."
+
+
+def _g(x: float) -> str:
+    return f"{x:.1f}"
+
+
+def sglang_reserve_gib(p: float, args: dict[str, object]) -> float:
+    """SGLang 0.5.23's own estimate of what must stay outside the static pool (§a.6), in GiB."""
+    cps = args.get("chunked_prefill_size")
+    tp = args.get("tp_size")
+    max_bs = args.get("cuda_graph_max_bs")
+    mb = 512 + max(float(cps) if isinstance(cps, float) else 4096.0, 2048.0) * 1.5
+    mb += (float(tp) if isinstance(tp, float) else 1.0) / 8 * 1024
+    mb += 2 * (float(max_bs) if isinstance(max_bs, float) else 160.0)
+    if p > 60:
+        mb = max(mb, 10 * 1024)
+    return mb / 1024
+
+
+def _kv_cause(main: Failure, b: Budget, args: dict[str, object], nodes: tuple[NodeLog, ...],
+              ranks: tuple[RankMemory, ...]) -> tuple[str, str, bool | None]:
+    parts: list[str] = []
+    if main.kind == "negative_profile":
+        parts.append(f"SGLang profiled {main.values.get('profiled')} KV tokens: the KV budget is below zero")
+    if b.p is None or b.a is None or b.w is None:
+        parts.append("the log does not show free memory before and after weight loading, so the budget "
+                     "cannot be recomputed")
+        return ". ".join(parts) + ".", ("raise --mem-fraction-static, or reduce per-GPU weights (more GPUs via "
+                                         "--tp, or quantization)"), None
+    f = b.f
+    if f is None:
+        parts.append(f"weights took {_g(b.w)} GiB of the {_g(b.p)} GiB free before loading "
+                     f"({_g(b.a)} GiB left); the log does not show --mem-fraction-static")
+    else:
+        rest = b.rest
+        assert rest is not None
+        parts.append(f"weights took {_g(b.w)} GiB of a {_g(b.p * f)} GiB budget ({_g(b.p)} GiB free before "
+                     f"loading × --mem-fraction-static {f:g}), so at {f:g} the KV budget is {rest:+.1f} GiB")
+        if rest > 0:
+            parts.append("the budget from these lines is positive, so SGLang measured less free memory at KV "
+                         "sizing than the weight-load lines show: it takes the minimum over all ranks and counts "
+                         "anything allocated after loading (other processes, NCCL buffers, draft weights)")
+    f_min = 1 - b.a / b.p if b.p > 0 else 1.0
+    f_fix = math.ceil((f_min + 0.05) * 100) / 100
+    if f is None:
+        parts.append(f"a KV pool needs --mem-fraction-static above {f_min:.3f} (= 1 − {_g(b.a)}/{_g(b.p)}); if the "
+                     f"launch already used more, memory was taken after loading (another process, DP-attention or "
+                     f"NCCL buffers, draft weights) and raising the fraction cannot help")
+        return "; ".join(parts) + ".", (f"if --mem-fraction-static was below {f_min:.3f}, use {f_fix:.2f}; "
+                                         "otherwise reduce per-GPU weights (more GPUs via --tp, quantization) or "
+                                         "free the GPUs"), None
+    slack = b.p * (1 - f_fix)
+    need = sglang_reserve_gib(b.p, args)
+    if f_fix <= MAX_SANE_FRACTION and slack >= need:
+        kv = b.p * f_fix - b.w
+        parts.append(f"raising --mem-fraction-static to {f_fix:.2f} fixes the KV pool ({_g(kv)} GiB) and leaves "
+                     f"{_g(slack)} GiB for CUDA graphs and activations (SGLang's own reserve for these settings "
+                     f"is about {_g(need)} GiB)")
+        fix = f"--mem-fraction-static {f_fix:.2f}"
+        correct: bool | None = True
+    else:
+        parts.append(f"even --mem-fraction-static {f_fix:.2f} (the minimum {f_min:.3f} plus room for a small KV "
+                     f"pool) leaves only {_g(slack)} GiB for CUDA graphs and activations, below the "
+                     f"{_g(need)} GiB SGLang reserves for them, so raising the fraction only moves the failure to "
+                     f"graph capture or the first request")
+        fix = ("reduce the per-GPU weights: more GPUs (--tp), a quantized checkpoint, or free the GPUs of other "
+               "processes; then keep --mem-fraction-static ≤ 0.9")
+        correct = False
+    if f is not None and f >= 0.9 and correct is False:
+        parts.append(f"the fraction is already {f:g}: there is nothing left to raise")
+    return "; ".join(parts) + ".", fix, correct
+
+
+def _oom_cause(main: Failure, stage: str, b: Budget, args: dict[str, object], flag: str,
+               failures: list[Failure]) -> tuple[str, str, bool | None]:
+    v = main.values
+    said_increase = any(x.kind in ("no_kv", "not_enough") for x in failures)
+    tried = v.get("tried_gib")
+    free = v.get("free_gib")
+    what = "ran out of GPU memory"
+    if isinstance(tried, float):
+        what += f" trying to allocate {tried:.2f} GiB"
+    if isinstance(free, float):
+        what += f" with {free:.2f} GiB free"
+        if isinstance(v.get("total_gib"), float):
+            what += f" of {v['total_gib']:.2f} GiB on GPU {v.get('gpu')}"
+    slack = None if b.p is None or b.f is None else b.p * (1 - b.f)
+    max_bs = args.get("cuda_graph_max_bs")
+    new_bs = int(max_bs) // 2 if isinstance(max_bs, float) and max_bs >= 2 else 64
+    if stage == "cuda_graph":
+        cause = f"CUDA-graph capture {what}"
+        if slack is not None:
+            cause += (f"; everything after the KV pool must fit in P·(1−f) = {_g(b.p or 0)} × {1 - (b.f or 0):.2f} "
+                      f"= {_g(slack)} GiB")
+        if said_increase:
+            cause = ("the error says increase the fraction but the failure is in CUDA-graph capture: lower the "
+                     "decode CUDA-graph max batch size instead; " + cause)
+        fix = f"{flag} {new_bs} (or lower --mem-fraction-static by 0.03-0.05 to give the graphs more room)"
+        correct = not said_increase
+    elif stage in ("init", "weight_load"):
+        cause = (f"loading weights {what}: the weights for one GPU do not fit in its free memory, and "
+                 f"--mem-fraction-static plays no part before the KV pool")
+        fix = "more GPUs (--tp), a quantized checkpoint, or free the GPU of other processes"
+        correct = False
+    elif stage == "kv_pool":
+        cause = (f"allocating the KV pool {what}: free memory dropped between SGLang's measurement and the "
+                 "allocation (another process or a rank with less memory)")
+        fix = "lower --mem-fraction-static by 0.05, and check the GPUs for other processes"
+        correct = not said_increase
+    else:
+        cause = f"at {stage} the server {what} outside the static pool"
+        if slack is not None:
+            cause += f"; the runtime slack P·(1−f) was {_g(slack)} GiB"
+        new_f = None if b.f is None else round(b.f - 0.05, 2)
+        fix = (f"--mem-fraction-static {new_f}" if new_f else "lower --mem-fraction-static") + \
+              ", or lower --chunked-prefill-size / --max-running-requests"
+        correct = not said_increase
+    reserved = v.get("reserved_unallocated_gib")
+    if main.kind == "torch_oom" and "expandable_segments" in main.text and not said_increase:
+        correct = isinstance(reserved, float) and isinstance(tried, float) and reserved >= tried
+    return cause + ".", fix, correct
+
+
+def _unbalanced_cause(ranks: tuple[RankMemory, ...]) -> tuple[str, str, bool | None]:
+    frees = [(r.avail_before_weights_gib, r.label) for r in ranks if r.avail_before_weights_gib is not None]
+    cause = "SGLang refused to start because the GPUs' free memory differs by more than 10%"
+    if len(frees) >= 2:
+        lo, hi = min(frees), max(frees)
+        cause += f" ({lo[1]} {lo[0]:.2f} GiB vs {hi[1]} {hi[0]:.2f} GiB free)"
+    cause += "; this is either another process on a GPU or GPUs of different sizes"
+    return cause + ".", "free the GPUs (nvidia-smi) or set SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0 for mixed GPUs", None
+
+
+def _error_cause(main: Failure, stage: str) -> tuple[str, str, bool | None]:
+    exc = main.values.get("exc")
+    name = f"{exc}" if exc else "an error"
+    cause = f"SGLang stopped with {name} during {stage.replace('_', ' ')}; this is not a memory error"
+    if stage == "warmup":
+        cause += " (the warmup request after startup failed)"
+    return cause + ".", "read the traceback above the error line", None
+
+
+def _incomplete(nodes: tuple[NodeLog, ...], ranks: tuple[RankMemory, ...]) -> Finding:
+    if not ranks and not any(n.saw_sglang for n in nodes):
+        return Finding("incomplete", None, None, None, None,
+                       "no SGLang startup lines were found in the input.", None)
+    stage = max((r.stage for r in ranks), key=STAGES.index) if ranks else "init"
+    cause = (f"the log ends during {stage.replace('_', ' ')} with no error line and no 'server is fired up': "
+             "the process was killed (OOM killer, timeout, Ctrl-C) or the log is cut off")
+    return Finding("incomplete", stage, None, None, None, cause + ".",
+                   "look for the rest of the log (journalctl, dmesg for the OOM killer)")
+
+
+def _ok(ranks: tuple[RankMemory, ...]) -> Finding:
+    parts = ["the server came up"]
+    kv = [r for r in ranks if r.kv_tokens is not None]
+    if kv:
+        r = min(kv, key=lambda x: x.kv_tokens or 0)
+        size = f" ({r.kv_size_gib:.2f} GiB)" if r.kv_size_gib is not None else ""
+        parts.append(f"KV pool {r.kv_tokens} tokens{size}")
+    graphs = [r.cuda_graph_mem_gib for r in ranks if r.cuda_graph_mem_gib is not None]
+    if graphs:
+        parts.append(f"CUDA graphs {max(graphs):.2f} GiB")
+    finals = [(r.avail_final_gib, r.label) for r in ranks if r.avail_final_gib is not None]
+    if finals:
+        lo = min(finals)
+        parts.append(f"{lo[0]:.2f} GiB free at the end on {lo[1]}")
+    return Finding("ok", "serving", None, None, None, ", ".join(parts) + ".", None)

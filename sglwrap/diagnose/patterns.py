@@ -1,0 +1,307 @@
+"""SGLang log-line formats, 2024 to 0.5.23, and the one function that turns a line into an ``Event``.
+
+Every regex below cites the SGLang source line whose f-string it matches ("SG-x.y.z file:line"). "GB" in
+SGLang's log lines is GiB (``free / (1 << 30)``), so values are reported as GiB unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+NUM: Final = r"(-?\d+(?:\.\d+)?)"
+
+# Prefix of a line: "[2025-03-08 12:29:13 TP0]" / "[2025-07-02 07:41:58 DP0 TP0]" / "[... PP1 TP3 EP3]"
+# (SG-0.5.23 utils/common.py:2630 format "[%(asctime)s{prefix}]", prefix built at managers/scheduler.py:6281-6291;
+# SG-0.3.6 utils.py:552), and the 2024 in-message forms "[gpu=0]" (SG-0.2.7 model_runner.py:133) and
+# "[gpu_id=0]" (sglang#744, mid-2024).
+PREFIX_RE: Final = re.compile(
+    r"\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<tags>(?: [A-Za-z_]+\d+)*)\] ?"
+    r"|\[gpu(?:_id)?=(?P<gpu>\d+)\] ?"
+)
+TAG_RE: Final = re.compile(r"([A-Za-z_]+)(\d+)")
+# Where a second log line starts glued onto a progress bar or onto another line.
+GLUE_RE: Final = re.compile(r"(?<=.)(?=\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|\[gpu(?:_id)?=\d+\])")
+ANSI_RE: Final = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One recognised fact from one log line: ``kind`` plus its numbers; ``tags`` is the rank label."""
+
+    kind: str
+    tags: str
+    values: dict[str, object] = field(default_factory=dict)
+    text: str = ""
+
+
+def _f(x: str | None) -> float | None:
+    return None if x is None else float(x)
+
+
+# --- memory timeline --------------------------------------------------------------------------------------
+# "Init torch distributed ends. mem usage=0.13 GB" (SG-0.4.3.post4 model_runner.py:314) and
+# "Init torch distributed ends. elapsed=1.2 s, mem usage=…" (SG-0.5.9 model_runner.py:850);
+# 0.5.23 moved it to "Memory baseline taken. mem usage=X GB" (SG-0.5.23 distributed/bootstrap.py:220).
+INIT_END_RE: Final = re.compile(
+    r"(?:Init torch distributed ends\.(?: elapsed=[\d.]+ s,)?|Memory baseline taken\.) mem usage=" + NUM + " GB"
+)
+INIT_BEGIN_RE: Final = re.compile(r"Init torch distributed begin\.|Init parallel begin\.")
+# "Load weight begin. avail mem=X GB" (SG-0.2.7 :133 with "[gpu=N] "; SG-0.3.6 :273; SG-0.5.23 model_runner.py:1274)
+LOAD_BEGIN_RE: Final = re.compile(r"Load weight begin\. avail mem=" + NUM + " GB")
+# "Load weight end. type=T, dtype=D, avail mem=X GB" (SG-0.2.7 :181, no mem usage),
+# "…, avail mem=X GB, mem usage=Y GB." (SG-0.4.3.post4 :391, SG-0.5.2 :783),
+# "Load weight end. elapsed=E s, type=T, dtype=D, …" (SG-0.5.9 :1041), and
+# "Load weight end. elapsed=E s, type=T, [quant, ]avail mem=X GB, mem usage=Y GB." (SG-0.5.23 model_runner.py:1373)
+LOAD_END_RE: Final = re.compile(
+    r"Load weight end\.(?:.*?type=(?P<type>\w+))?.*?avail mem=" + NUM + r" GB(?:, mem usage=" + NUM + " GB)?"
+)
+# "KV Cache is allocated. #tokens: N, K size: a GB, V size: b GB" (SG-0.4.3.post4 mem_cache/memory_pool.py:211),
+# "… #tokens: N, KV size: c GB" (MLA, SG-0.4.8 memory_pool.py:561), 0.5.23 adds "dtype: D, " and a pool label
+# ("{label} KV Cache is allocated"/"VA upper bound", SG-0.5.23 mem_cache/memory_pool.py:2087-2098);
+# 0.4.1-era "KV Cache is allocated. K size: a GB, V size: b GB." has no #tokens (log 22).
+KV_ALLOC_RE: Final = re.compile(
+    r"(?:(?P<label>[\w-]+) )?KV Cache (?:is allocated|VA upper bound)\.(?: dtype: (?P<dtype>\S+?),)?"
+    r"(?: #tokens: (?P<tokens>-?\d+),)? (?:K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|KV size: (?P<kv>[\d.]+) GB)"
+)
+# "Post-capture KV sizing: KV cache allocated. dtype: D, #tokens: N, KV size: X GB, avail mem=Y GB"
+# (SG-0.5.23 model_executor/model_runner_components/kv_pool_runtime.py:195)
+POST_CAPTURE_KV_RE: Final = re.compile(
+    r"Post-capture KV sizing: KV cache allocated\. dtype: \S+?, #tokens: (?P<tokens>-?\d+), KV size: (?P<kv>[\d.]+) GB,"
+    r" avail mem=(?P<avail>[\d.]+) GB"
+)
+# "Memory pool end. avail mem=X GB" (SG-0.2.7 :237, SG-0.5.9 model_runner_kv_cache_mixin.py:745,
+# SG-0.5.23 mem_cache/kv_cache_configurator.py:499)
+POOL_END_RE: Final = re.compile(r"Memory pool end\. avail mem=" + NUM + " GB")
+# "Use sliding window memory pool. full_layer_tokens=X, swa_layer_tokens=Y" (SG-0.5.23 pool_configurator.py:889)
+SWA_RE: Final = re.compile(r"Use sliding window memory pool\.(?: \(all SWA\))?.*?full_layer_tokens=(\d+)")
+# Capture begin/end, all names: "Capture cuda graph begin. This can take up to several minutes." (SG-0.2.7 :288,
+# SG-0.3.6 :582), "… avail mem=X GB" (SG-0.4.3.post4 :840), "Capture draft cuda graph begin" (SG-0.4.8 eagle_worker:269),
+# "Capture {cuda graph|cpu graph} begin" (SG-0.5.2 :1752), "Capture piecewise CUDA graph begin" (SG-0.5.9 :2228),
+# "Capture {role} {prefill|decode|verify} CUDA graph begin. backend=…, avail mem=X GB"
+# (SG-0.5.23 cuda_graph_setup.py:685,765).
+CAPTURE_BEGIN_RE: Final = re.compile(
+    r"Capture (?P<name>[\w ]*?)(?:cuda|CUDA|cpu|npu|xpu|NPU|XPU|CPU|musa) graph begin(?:\.|\b)(?:.*?avail mem=(?P<avail>[\d.]+) GB)?"
+)
+# End: "Time elapsed: 7.23 s. avail mem=0.53 GB. mem usage=0.93 GB." (SG-0.4.3.post4 :845, avail first),
+# "mem usage=X GB. avail mem=Y GB." (SG-0.4.8 :1157, SG-0.5.2 :1766), "bs=[…], elapsed=…s, mem usage=X GB,
+# avail mem=Y GB." (SG-0.5.23 cuda_graph_setup.py:794)
+CAPTURE_END_RE: Final = re.compile(
+    r"Capture (?P<name>[\w ]*?)(?:cuda|CUDA|cpu|npu|xpu|NPU|XPU|CPU|musa) graph end\.(?P<rest>.*)"
+)
+MEM_USAGE_RE: Final = re.compile(r"mem usage=" + NUM + " GB")
+AVAIL_RE: Final = re.compile(r"avail mem=" + NUM + " GB")
+BS_LIST_RE: Final = re.compile(r"(?:Capture cuda graph bs |bs=)\[([\d, ]*)\]")
+# A bare tqdm bar such as "100%|██████████| 13/13 [00:07<00:00,  1.80it/s]" during capture (log 01).
+TQDM_RE: Final = re.compile(r"(\d+)%\|[^|]*\| *(\d+)/(\d+) ")
+# "max_total_num_tokens=N, chunked_prefill_size=…, max_prefill_tokens=…, max_running_requests=M, context_len=C[,
+# available_gpu_mem=X GB]" (SG-0.2.7 managers/tp_worker.py:140 with "[gpu=N] ", SG-0.5.2 scheduler.py:412,
+# SG-0.5.23 managers/scheduler.py:1269)
+MAX_TOTAL_RE: Final = re.compile(r"(?<![\w.])max_total_num_tokens=(-?\d+)(?!\w)")
+KV_NUM_RE: Final = re.compile(r"(max_running_requests|context_len|available_gpu_mem)=([\d.]+)")
+# "max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead."
+# (SG-0.3.6 :456, SG-0.5.9 model_runner_kv_cache_mixin.py:381, SG-0.5.23 kv_cache_configurator.py:3102)
+PROFILED_RE: Final = re.compile(r"max_total_tokens=(\d+) is larger than the profiled value (-?\d+)")
+
+# --- outcome -----------------------------------------------------------------------------------------------
+# "The server is fired up and ready to roll!" (SG-0.2.7 server.py:411 … SG-0.5.23 entrypoints/http_server.py:2600)
+UP_RE: Final = re.compile(r"The server is fired up and ready to roll|Uvicorn running on |Application startup complete")
+# "Not enough memory. Please try to increase --mem-fraction-static.[ Current value: …mem_fraction_static=F]"
+# (SG-0.2.7 :211, SG-0.5.9 model_runner_kv_cache_mixin.py:417, SG-0.5.23 pool_configurator.py:96)
+NOT_ENOUGH_RE: Final = re.compile(
+    r"Not enough memory\. Please try to increase --mem-fraction-static\.?"
+    r"(?: Current value: (?:self\.server_args\.)?mem_fraction_static=" + NUM + ")?"
+)
+# SG-0.5.23 kv_cache_configurator.py:3051
+NO_KV_RE: Final = re.compile(
+    r"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=" + NUM
+    + r"\. Raise --mem-fraction-static above " + NUM
+)
+# torch: "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which
+# 1.06 GiB is free. Including non-PyTorch memory, this process has 78.12 GiB memory in use. Of the allocated
+# memory 75.2 GiB is allocated by PyTorch, and 1.4 GiB is reserved by PyTorch but unallocated."
+TORCH_OOM_RE: Final = re.compile(r"(?:CUDA|HIP)? ?out of memory|OutOfMemoryError|ncclUnhandledCudaError|Failed to CUDA calloc")
+TRIED_RE: Final = re.compile(r"Tried to allocate " + NUM + r" (GiB|MiB|KiB|B)")
+TOTAL_FREE_RE: Final = re.compile(
+    r"GPU (\d+) has a total capacit(?:y|ies) of " + NUM + r" (GiB|MiB) of which " + NUM + r" (GiB|MiB|KiB|B) is free"
+)
+PROCESS_HAS_RE: Final = re.compile(r"this process has " + NUM + r" (GiB|MiB) memory in use")
+RESERVED_RE: Final = re.compile(r"and " + NUM + r" (GiB|MiB|KiB|B) is reserved by PyTorch but unallocated")
+# "Capture cuda graph failed: {e}" (SG-0.2.7 :300 … SG-0.5.23 runner/decode_cuda_graph_runner.py:603)
+CAPTURE_FAILED_RE: Final = re.compile(r"Capture (?:[\w ]*?)(?:cuda|CUDA) graph failed")
+UNBALANCED_RE: Final = re.compile(r"The memory capacity is unbalanced")  # SG-0.5.23 distributed/bootstrap.py:445
+# SG-0.5.23 kv_cache_configurator.py (mamba) and pool_configurator.py (SWA) budget errors
+OTHER_MEM_RE: Final = re.compile(
+    r"Not enough GPU memory for hybrid|SWA pool \(\d+ tokens\) cannot hold|SWA pool cap .* leaves no room"
+)
+# The last line of a traceback ("RuntimeError: …", "torch.OutOfMemoryError: …") and SGLang's crash reports
+# ("Scheduler hit an exception: …", SG-0.5.23 managers/scheduler.py:6372).
+EXC_RE: Final = re.compile(r"^(?:[A-Za-z_][\w]*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception))(?::\s?(?P<msg>.*))?$")
+CRASH_RE: Final = re.compile(
+    r"\w+ hit an exception|Initialization failed|Received sigquit from a child|scheduler is dead|^Killed$"
+    r"|Exception in ModelTpServer|Traceback \(most recent call last\)"
+)
+WARMUP_RE: Final = re.compile(r"warmup", re.I)
+
+# --- context -----------------------------------------------------------------------------------------------
+# 0.2–0.5.x: "server_args=ServerArgs(model_path=…, mem_fraction_static=0.85, …)";
+# 0.5.23: "server_args={'model_path': …}" (SG-0.5.23 entrypoints/engine.py:311)
+SERVER_ARGS_RE: Final = re.compile(r"server_args=")
+ARG_RES: Final = {
+    "mem_fraction_static": re.compile(r"['\"]?\bmem_fraction_static['\"]?\s*[:=]\s*([\d.]+)"),
+    "tp_size": re.compile(r"['\"]?\btp_size['\"]?\s*[:=]\s*(\d+)"),
+    "cuda_graph_max_bs": re.compile(r"['\"]?\bcuda_graph_max_bs(?:_decode)?['\"]?\s*[:=]\s*(\d+)"),
+    "chunked_prefill_size": re.compile(r"['\"]?\bchunked_prefill_size['\"]?\s*[:=]\s*(\d+)"),
+    "disable_cuda_graph": re.compile(r"['\"]?\bdisable_cuda_graph['\"]?\s*[:=]\s*(True|False|true|false)"),
+}
+VERSION_RE: Final = re.compile(
+    r"(?:\bsglang(?:==| version:? | v)|lmsysorg/sglang:v|SGLang v?)(\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?)", re.I
+)
+WORKER_ENV_RE: Final = re.compile(r"\{\s*\"sglwrap\"\s*:\s*\"worker-env\".*\}")
+
+# Literal substrings; a line holding none of them cannot match anything above (checked by a test), so the
+# reader can skip it with bytes.find over whole chunks instead of running regexes on every line.
+KEYWORDS: Final[tuple[bytes, ...]] = (
+    b"mem", b"Mem", b"KV", b"Capture", b"max_total", b"fired up", b"Uvicorn", b"startup complete",
+    b"Error", b"xception", b"Traceback", b"server_args", b"worker-env", b"%|", b"Killed", b"sglang",
+    b"SGLang", b"Initialization failed", b"sigquit", b"is dead", b"Init ", b"Use sliding",
+    b"out of memory", b"calloc",
+)
+
+
+def split_prefix(line: str) -> tuple[str, str]:
+    """Return (rank label, message) for one physical log line; the label is "" when the line has no tag."""
+    m = PREFIX_RE.search(line, 0, 160)
+    if m is None:
+        return "", line
+    if m.group("gpu") is not None:
+        return f"gpu_id={m.group('gpu')}", line[m.end():]
+    return (m.group("tags") or "").strip(), line[m.end():]
+
+
+def rank_number(label: str) -> int:
+    """The rank number of a label: its TP (else gpu_id, else last) index; 0 for an untagged line."""
+    if label.startswith("gpu_id="):
+        return int(label[7:])
+    tags = dict(TAG_RE.findall(label))
+    for key in ("TP", "EP", "PP", "DP"):
+        if key in tags:
+            return int(tags[key])
+    nums = TAG_RE.findall(label)
+    return int(nums[-1][1]) if nums else 0
+
+
+def parse_message(tags: str, msg: str) -> list[Event]:
+    """Every event one message carries (usually zero or one)."""
+    out: list[Event] = []
+    _parse_memory(tags, msg, out)
+    if not out:
+        _parse_outcome(tags, msg, out)
+    _parse_context(tags, msg, out)
+    return [e if e.text else replace(e, text=msg) for e in out]
+
+
+def _parse_memory(tags: str, msg: str, out: list[Event]) -> None:
+    if (m := LOAD_END_RE.search(msg)) is not None:
+        out.append(Event("load_end", tags, {"avail": float(m.group(2)), "usage": _f(m.group(3)), "type": m.group("type")}))
+    elif (m := LOAD_BEGIN_RE.search(msg)) is not None:
+        out.append(Event("load_begin", tags, {"avail": float(m.group(1))}))
+    elif (m := INIT_END_RE.search(msg)) is not None:
+        out.append(Event("init_end", tags, {"usage": float(m.group(1))}))
+    elif INIT_BEGIN_RE.search(msg) is not None:
+        out.append(Event("init_begin", tags))
+    elif (m := POST_CAPTURE_KV_RE.search(msg)) is not None:
+        out.append(Event("kv_post_capture", tags, {"tokens": int(m.group("tokens")), "kv": float(m.group("kv")),
+                                                   "avail": float(m.group("avail"))}))
+    elif (m := KV_ALLOC_RE.search(msg)) is not None:
+        k, v, kv = _f(m.group("k")), _f(m.group("v")), _f(m.group("kv"))
+        size = kv if kv is not None else (k or 0.0) + (v or 0.0)
+        tokens = None if m.group("tokens") is None else int(m.group("tokens"))
+        out.append(Event("kv_alloc", tags, {"tokens": tokens, "k": k, "v": v, "size": size, "label": m.group("label")}))
+    elif (m := POOL_END_RE.search(msg)) is not None:
+        out.append(Event("pool_end", tags, {"avail": float(m.group(1))}))
+    elif (m := SWA_RE.search(msg)) is not None:
+        out.append(Event("swa", tags, {"tokens": int(m.group(1))}))
+    elif (m := CAPTURE_BEGIN_RE.search(msg)) is not None:
+        out.append(Event("capture_begin", tags, {"avail": _f(m.group("avail")), "name": m.group("name").strip()}))
+    elif (m := CAPTURE_END_RE.search(msg)) is not None:
+        rest = m.group("rest")
+        u, a, b = MEM_USAGE_RE.search(rest), AVAIL_RE.search(rest), BS_LIST_RE.search(rest)
+        out.append(Event("capture_end", tags, {
+            "usage": None if u is None else float(u.group(1)), "avail": None if a is None else float(a.group(1)),
+            "bs_count": None if b is None else len([x for x in b.group(1).split(",") if x.strip()]),
+        }))
+    elif (m := BS_LIST_RE.search(msg)) is not None and "Capture cuda graph bs" in msg:
+        out.append(Event("capture_bs", tags, {"count": len([x for x in m.group(1).split(",") if x.strip()])}))
+    elif (m := PROFILED_RE.search(msg)) is not None:
+        out.append(Event("profiled", tags, {"requested": int(m.group(1)), "profiled": int(m.group(2))}))
+    elif (m := MAX_TOTAL_RE.search(msg)) is not None and "self.max_total_num_tokens" not in msg:
+        vals: dict[str, object] = {"tokens": int(m.group(1))}
+        for key, val in KV_NUM_RE.findall(msg):
+            vals[key] = float(val) if key == "available_gpu_mem" else int(float(val))
+        out.append(Event("max_total", tags, vals))
+    elif (m := TQDM_RE.search(msg)) is not None and not tags:
+        out.append(Event("tqdm", tags, {"done": int(m.group(2)), "total": int(m.group(3))}))
+
+
+def _parse_outcome(tags: str, msg: str, out: list[Event]) -> None:
+    text = msg.strip()
+    if UP_RE.search(text):
+        out.append(Event("up", tags, text=text))
+    elif (m := NO_KV_RE.search(text)) is not None:
+        out.append(Event("error", tags, {"kind": "no_kv", "f": float(m.group(1)), "raise_above": float(m.group(2))},
+                         text=_tail(text, m.start())))
+    elif (m := NOT_ENOUGH_RE.search(text)) is not None:
+        out.append(Event("error", tags, {"kind": "not_enough", "f": _f(m.group(1))}, text=_tail(text, m.start())))
+    elif CAPTURE_FAILED_RE.search(text) is not None:
+        out.append(Event("error", tags, {"kind": "capture_failed", "oom": TORCH_OOM_RE.search(text) is not None},
+                         text=text))
+    elif TORCH_OOM_RE.search(text) is not None and ("Error" in text or "out of memory" in text or "calloc" in text):
+        out.append(Event("error", tags, {"kind": "torch_oom", **_torch_oom_numbers(text)}, text=text))
+    elif OTHER_MEM_RE.search(text) is not None:
+        out.append(Event("error", tags, {"kind": "budget_other"}, text=text))
+    elif UNBALANCED_RE.search(text) is not None:
+        out.append(Event("error", tags, {"kind": "unbalanced"}, text=text))
+    elif (m := EXC_RE.match(text)) is not None:
+        out.append(Event("error", tags, {"kind": "exception", "exc": m.group("exc"),
+                                         "warmup": WARMUP_RE.search(text) is not None}, text=text))
+    elif CRASH_RE.search(text) is not None:
+        out.append(Event("crash", tags, {"warmup": WARMUP_RE.search(text) is not None}, text=text))
+
+
+def _tail(text: str, start: int) -> str:
+    return text[start:] if start < 200 else text
+
+
+def _gib(value: str, unit: str) -> float:
+    return float(value) * {"GiB": 1.0, "MiB": 1 / 1024, "KiB": 1 / 1024**2, "B": 1 / 1024**3}[unit]
+
+
+def _torch_oom_numbers(text: str) -> dict[str, object]:
+    vals: dict[str, object] = {}
+    if (m := TRIED_RE.search(text)) is not None:
+        vals["tried_gib"] = _gib(m.group(1), m.group(2))
+    if (m := TOTAL_FREE_RE.search(text)) is not None:
+        vals["gpu"] = int(m.group(1))
+        vals["total_gib"] = _gib(m.group(2), m.group(3))
+        vals["free_gib"] = _gib(m.group(4), m.group(5))
+    if (m := PROCESS_HAS_RE.search(text)) is not None:
+        vals["process_gib"] = _gib(m.group(1), m.group(2))
+    if (m := RESERVED_RE.search(text)) is not None:
+        vals["reserved_unallocated_gib"] = _gib(m.group(1), m.group(2))
+    return vals
+
+
+def _parse_context(tags: str, msg: str, out: list[Event]) -> None:
+    if SERVER_ARGS_RE.search(msg) is not None:
+        vals: dict[str, object] = {}
+        for key, rx in ARG_RES.items():
+            if (m := rx.search(msg)) is not None:
+                raw = m.group(1)
+                vals[key] = raw.lower() == "true" if key == "disable_cuda_graph" else float(raw)
+        out.append(Event("server_args", tags, vals))
+    if (m := VERSION_RE.search(msg)) is not None:
+        out.append(Event("version", tags, {"version": m.group(1)}))
+    if (m := WORKER_ENV_RE.search(msg)) is not None:
+        out.append(Event("worker_env", tags, {"json": m.group(0)}))

@@ -1,0 +1,340 @@
+"""Per-rank memory timeline: folds ``Event``s into one ``RankMemory`` per (node, rank) and the run's facts.
+
+Stages follow SGLang's startup order (research-memory §a.1): init → weight_load → kv_pool → cuda_graph →
+warmup → serving. A new launch in the same file (``server_args=`` or ``Init torch distributed begin`` after
+memory lines) starts over, so an appended log describes its last attempt.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Final
+
+from sglwrap.diagnose.patterns import Event, rank_number
+
+STAGES: Final = ("init", "weight_load", "kv_pool", "cuda_graph", "warmup", "serving")
+MAX_WORKERS: Final = 4096
+
+
+@dataclass(frozen=True)
+class Point:
+    """One free-memory reading of one rank: the stage it belongs to and what SGLang called it."""
+
+    stage: str
+    label: str
+    avail_gib: float
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """What one rank's log lines say about its memory; None where the log does not say."""
+
+    node: str
+    label: str
+    rank: int
+    stage: str
+    init_mem_gib: float | None = None
+    avail_before_weights_gib: float | None = None
+    weight_mem_gib: float | None = None
+    avail_after_weights_gib: float | None = None
+    kv_tokens: int | None = None
+    k_size_gib: float | None = None
+    v_size_gib: float | None = None
+    kv_size_gib: float | None = None
+    avail_after_kv_pool_gib: float | None = None
+    avail_before_cuda_graph_gib: float | None = None
+    cuda_graph_mem_gib: float | None = None
+    cuda_graph_bs_count: int | None = None
+    avail_final_gib: float | None = None
+    points: tuple[Point, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkerEnv:
+    """One ``{"sglwrap": "worker-env", …}`` line from the injector."""
+
+    node: str
+    pid: int | None
+    ppid: int | None
+    role: str | None
+    profile: str | None
+    hash: str | None
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A fatal-looking error line with the stage its rank was in."""
+
+    node: str
+    label: str
+    kind: str
+    text: str
+    stage: str
+    after_up: bool
+    values: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodeLog:
+    """Everything read from one log file."""
+
+    node: str
+    ranks: tuple[RankMemory, ...]
+    failures: tuple[Failure, ...]
+    came_up: bool
+    saw_sglang: bool
+    server_args: dict[str, object]
+    versions: tuple[str, ...]
+    max_total: dict[str, object]
+    profiled: dict[str, int]
+    workers: tuple[WorkerEnv, ...]
+    new_format: bool
+    attempts: int
+
+
+class _Rank:
+    def __init__(self, node: str, label: str) -> None:
+        self.node, self.label = node, label
+        self.stage = "init"
+        self.v: dict[str, float | int | None] = {}
+        self.points: list[Point] = []
+        self.graph_mem = 0.0
+        self.graph_seen = False
+
+    def point(self, label: str, avail: object) -> None:
+        if isinstance(avail, float) and len(self.points) < 256:
+            self.points.append(Point(self.stage, label, avail))
+
+    def freeze(self) -> RankMemory:
+        v = self.v
+        return RankMemory(
+            node=self.node, label=self.label or "-", rank=rank_number(self.label), stage=self.stage,
+            points=tuple(self.points), cuda_graph_mem_gib=round(self.graph_mem, 2) if self.graph_seen else None,
+            **{k: v.get(k) for k in _FIELDS},  # type: ignore[arg-type]
+        )
+
+
+_FIELDS: Final = (
+    "init_mem_gib", "avail_before_weights_gib", "weight_mem_gib", "avail_after_weights_gib", "kv_tokens",
+    "k_size_gib", "v_size_gib", "kv_size_gib", "avail_after_kv_pool_gib", "avail_before_cuda_graph_gib",
+    "cuda_graph_bs_count", "avail_final_gib",
+)
+
+
+class TimelineBuilder:
+    """Consumes the events of one file in order; ``result()`` returns the frozen ``NodeLog``."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self._reset()
+        self.came_up = False
+        self.failures: list[Failure] = []
+        self.server_args: dict[str, object] = {}
+        self.versions: list[str] = []
+        self.workers: dict[tuple[int | None, str], WorkerEnv] = {}
+        self.saw_sglang = False
+        self.new_format = False
+        self.attempts = 0
+        self._last_crash_label = ""
+
+    def _reset(self) -> None:
+        self.ranks: dict[str, _Rank] = {}
+        self.max_total: dict[str, object] = {}
+        self.profiled: dict[str, int] = {}
+
+    def _rank(self, label: str) -> _Rank:
+        r = self.ranks.get(label)
+        if r is None:
+            r = self.ranks[label] = _Rank(self.node, label)
+        return r
+
+    def _new_attempt(self) -> None:
+        if self.ranks:
+            self._reset()
+            self.came_up = False
+            self.failures = []
+        self.attempts += 1
+
+    def feed(self, ev: Event) -> None:
+        """Apply one event."""
+        handler = getattr(self, f"_on_{ev.kind}", None)
+        if handler is not None:
+            handler(ev)
+
+    # --- launch context ---
+    def _on_server_args(self, ev: Event) -> None:
+        self._new_attempt()
+        self.saw_sglang = True
+        self.server_args = dict(ev.values)
+
+    def _on_init_begin(self, ev: Event) -> None:
+        if any(r.stage != "init" for r in self.ranks.values()):
+            self._new_attempt()
+        self.saw_sglang = True
+        self._rank(ev.tags)
+
+    def _on_version(self, ev: Event) -> None:
+        ver = str(ev.values["version"])
+        if ver not in self.versions and len(self.versions) < 16:
+            self.versions.append(ver)
+
+    def _on_worker_env(self, ev: Event) -> None:
+        try:
+            obj = json.loads(str(ev.values["json"]))
+        except ValueError:
+            return
+        if not isinstance(obj, dict) or len(self.workers) >= MAX_WORKERS:
+            return
+        env = obj.get("env") if isinstance(obj.get("env"), dict) else {}
+        w = WorkerEnv(
+            node=self.node, pid=_int(obj.get("pid")), ppid=_int(obj.get("ppid")), role=_str(obj.get("role")),
+            profile=_str(obj.get("profile")), hash=_str(obj.get("hash")),
+            env={str(k): str(v) for k, v in (env or {}).items()},
+        )
+        self.workers[(w.pid, w.role or "")] = w
+
+    # --- memory ---
+    def _on_init_end(self, ev: Event) -> None:
+        self.saw_sglang = True
+        if "Memory baseline" in ev.text:
+            self.new_format = True
+        self._rank(ev.tags).v["init_mem_gib"] = ev.values["usage"]  # type: ignore[assignment]
+
+    def _on_load_begin(self, ev: Event) -> None:
+        self.saw_sglang = True
+        r = self._rank(ev.tags)
+        r.stage = "weight_load"
+        r.v["avail_before_weights_gib"] = ev.values["avail"]  # type: ignore[assignment]
+        r.point("before weights", ev.values["avail"])
+
+    def _on_load_end(self, ev: Event) -> None:
+        self.saw_sglang = True
+        r = self._rank(ev.tags)
+        r.stage = "weight_load"
+        r.point("after weights", ev.values["avail"])
+        r.stage = "kv_pool"
+        r.v["avail_after_weights_gib"] = ev.values["avail"]  # type: ignore[assignment]
+        r.v["weight_mem_gib"] = ev.values["usage"]  # type: ignore[assignment]
+
+    def _on_kv_alloc(self, ev: Event) -> None:
+        r = self._rank(ev.tags)
+        r.stage = "kv_pool"
+        vals = ev.values
+        first = r.v.get("kv_size_gib") is None
+        r.v["kv_size_gib"] = round((r.v.get("kv_size_gib") or 0.0) + float(vals["size"]), 2)  # type: ignore[arg-type]
+        if first:
+            r.v["k_size_gib"], r.v["v_size_gib"] = vals["k"], vals["v"]  # type: ignore[assignment]
+            r.v["kv_tokens"] = vals["tokens"]  # type: ignore[assignment]
+
+    def _on_kv_post_capture(self, ev: Event) -> None:
+        r = self._rank(ev.tags)
+        r.v["kv_tokens"], r.v["kv_size_gib"] = ev.values["tokens"], ev.values["kv"]  # type: ignore[assignment]
+        r.v["avail_final_gib"] = ev.values["avail"]  # type: ignore[assignment]
+        r.point("post-capture KV", ev.values["avail"])
+
+    def _on_pool_end(self, ev: Event) -> None:
+        r = self._rank(ev.tags)
+        r.stage = "kv_pool"
+        r.v["avail_after_kv_pool_gib"] = ev.values["avail"]  # type: ignore[assignment]
+        r.point("after KV pool", ev.values["avail"])
+        r.stage = "warmup" if self.server_args.get("disable_cuda_graph") is True else "cuda_graph"
+
+    def _on_swa(self, ev: Event) -> None:
+        self.max_total.setdefault("swa_full_tokens", ev.values["tokens"])
+
+    def _on_capture_begin(self, ev: Event) -> None:
+        r = self._rank(ev.tags)
+        r.stage = "cuda_graph"
+        if "backend=" in ev.text or "CUDA graph begin" in ev.text:
+            self.new_format = self.new_format or "backend=" in ev.text
+        if r.v.get("avail_before_cuda_graph_gib") is None:
+            r.v["avail_before_cuda_graph_gib"] = ev.values["avail"]  # type: ignore[assignment]
+        r.point(f"before {ev.values['name'] or 'cuda'} graph", ev.values["avail"])
+
+    def _on_capture_end(self, ev: Event) -> None:
+        r = self._rank(ev.tags)
+        vals = ev.values
+        if vals["usage"] is not None:
+            r.graph_mem += float(vals["usage"])  # type: ignore[arg-type]
+            r.graph_seen = True
+        if vals["avail"] is not None:
+            r.v["avail_final_gib"] = vals["avail"]  # type: ignore[assignment]
+            r.point("after graphs", vals["avail"])
+        if vals["bs_count"] is not None:
+            r.v["cuda_graph_bs_count"] = (r.v.get("cuda_graph_bs_count") or 0) + int(vals["bs_count"])  # type: ignore[operator, call-overload]
+        r.stage = "warmup"
+
+    def _on_capture_bs(self, ev: Event) -> None:
+        self._rank(ev.tags).v["cuda_graph_bs_count"] = ev.values["count"]  # type: ignore[assignment]
+
+    def _on_tqdm(self, ev: Event) -> None:
+        capturing = [r for r in self.ranks.values() if r.stage == "cuda_graph"]
+        for r in capturing:
+            if r.v.get("cuda_graph_bs_count") is None and ev.values["done"] == ev.values["total"]:
+                r.v["cuda_graph_bs_count"] = ev.values["total"]  # type: ignore[assignment]
+
+    def _on_profiled(self, ev: Event) -> None:
+        self._rank(ev.tags).stage = "kv_pool"
+        self.profiled = {"requested": int(ev.values["requested"]),  # type: ignore[call-overload]
+                         "profiled": int(ev.values["profiled"])}  # type: ignore[call-overload]
+
+    def _on_max_total(self, ev: Event) -> None:
+        self.max_total.update(ev.values)
+        r = self._rank(ev.tags)
+        if r.v.get("kv_tokens") is None:
+            r.v["kv_tokens"] = ev.values["tokens"]  # type: ignore[assignment]
+        if "available_gpu_mem" in ev.values:
+            r.v["avail_final_gib"] = ev.values["available_gpu_mem"]  # type: ignore[assignment]
+        for rk in self.ranks.values():
+            if rk.stage in ("kv_pool", "cuda_graph") and rk.v.get("kv_size_gib") is not None or rk is r:
+                rk.stage = "warmup"
+
+    # --- outcome ---
+    def _on_up(self, ev: Event) -> None:
+        self.came_up = True
+        self.saw_sglang = True
+        for r in self.ranks.values():
+            r.stage = "serving"
+
+    def _on_error(self, ev: Event) -> None:
+        label = ev.tags or self._last_crash_label
+        self.failures.append(Failure(self.node, label, str(ev.values.get("kind")), ev.text,
+                                     self._stage_of(label, ev), self.came_up, dict(ev.values)))
+        del self.failures[:-64]
+
+    def _on_crash(self, ev: Event) -> None:
+        if ev.tags:
+            self._last_crash_label = ev.tags
+        self.failures.append(Failure(self.node, ev.tags, "crash", ev.text, self._stage_of(ev.tags, ev),
+                                     self.came_up, dict(ev.values)))
+        del self.failures[:-64]
+
+    def _stage_of(self, label: str, ev: Event) -> str:
+        if ev.values.get("warmup"):
+            return "warmup"
+        if label in self.ranks:
+            return self.ranks[label].stage
+        if not self.ranks:
+            return "init"
+        return max((r.stage for r in self.ranks.values()), key=STAGES.index)
+
+    def result(self) -> NodeLog:
+        """The frozen summary of everything fed so far."""
+        return NodeLog(
+            node=self.node, ranks=tuple(r.freeze() for r in self.ranks.values()),
+            failures=tuple(self.failures), came_up=self.came_up,
+            saw_sglang=self.saw_sglang or bool(self.ranks) or bool(self.failures),
+            server_args=dict(self.server_args), versions=tuple(self.versions), max_total=dict(self.max_total),
+            profiled=dict(self.profiled), workers=tuple(self.workers.values()), new_format=self.new_format,
+            attempts=max(self.attempts, 1),
+        )
+
+
+def _int(x: object) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+def _str(x: object) -> str | None:
+    return None if x is None else str(x)

@@ -62,7 +62,8 @@ def worker_disagreements(workers: tuple[WorkerEnv, ...]) -> tuple[str, ...]:
         mine = tuple(nccl_env(w.env).items())
         if mine != common:
             diff = _diff(dict(common), dict(mine))
-            out.append(f"worker pid {w.pid} ({w.role or 'unknown role'}, {w.node}) ran {diff}")
+            where = f", {w.node}" if w.node else ""
+            out.append(f"worker pid {w.pid} ({w.role or 'unknown role'}{where}) ran {diff}")
     hashes = Counter(w.hash for w in workers)
     if len(hashes) > 1:
         top = hashes.most_common(1)[0][0]

@@ -255,7 +255,8 @@ def _parse_outcome(tags: str, msg: str, out: list[Event]) -> None:
     elif (m := NOT_ENOUGH_RE.search(text)) is not None:
         out.append(Event("error", tags, {"kind": "not_enough", "f": _f(m.group(1))}, text=_tail(text, m.start())))
     elif CAPTURE_FAILED_RE.search(text) is not None:
-        out.append(Event("error", tags, {"kind": "capture_failed", "oom": TORCH_OOM_RE.search(text) is not None},
+        out.append(Event("error", tags, {"kind": "capture_failed", "oom": TORCH_OOM_RE.search(text) is not None,
+                                         **_torch_oom_numbers(text)},
                          text=text))
     elif TORCH_OOM_RE.search(text) is not None and ("Error" in text or "out of memory" in text or "calloc" in text):
         out.append(Event("error", tags, {"kind": "torch_oom", **_torch_oom_numbers(text)}, text=text))

@@ -168,6 +168,8 @@ def _clean(raw: bytes) -> Iterator[str]:
     text = raw.decode("utf-8", "replace").replace("\x00", "")
     if text.startswith("{") and '"MESSAGE"' in text:
         text = _journald_message(text)
+    if text.startswith("# "):  # a commentary line (fixtures, annotated excerpts), never SGLang output
+        return
     if "\x1b" in text:
         text = ANSI_RE.sub("", text)
     for piece in text.split("\r"):

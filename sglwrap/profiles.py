@@ -235,7 +235,7 @@ def _validate_top(path: Path, data: dict[str, Any]) -> None:
 def _unknown(path: Path, key: str, section: str | None, allowed: tuple[str, ...] | list[str], what: str) -> str:
     import difflib
 
-    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(key.rsplit(".", 1)[-1], list(allowed), n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     where = f"{section}.{key}" if section else key
     return f"{path}: key '{where}': unknown {what}.{hint} Allowed: {', '.join(allowed)}"

@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Final
@@ -68,7 +69,7 @@ def read_manifest(path: str) -> Manifest | None:
             data = fh.read(MANIFEST_MAX + 1)
     except SglwrapError:
         raise
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except (OSError, EOFError, zlib.error) as e:
         raise _unreadable(path, e) from None
     if not data.lstrip()[:1] == b"{":
         return None
@@ -119,7 +120,7 @@ def iter_lines(path: str) -> Iterator[str]:
 def _read(fh: IO[bytes], path: str) -> bytes:
     try:
         return fh.read(CHUNK)
-    except (OSError, EOFError, gzip.BadGzipFile, ValueError) as e:  # truncated or corrupt .gz
+    except (OSError, EOFError, zlib.error, ValueError) as e:  # truncated or corrupt .gz
         raise _unreadable(path, e) from None
 
 

@@ -39,6 +39,7 @@ class GpuFacts:
     pci_bus_id: str | None = None
     nvlink_active: int = 0
     processes: tuple[GpuProcess, ...] = ()
+    nvml_index: int | None = None  # physical (PCI-order) index; ``index`` is the CUDA ordinal
 
     @property
     def sm(self) -> str:
@@ -73,6 +74,7 @@ class HostFacts:
     probes: dict[str, Any] = field(default_factory=dict)
     provenance: str = ""
     notes: tuple[str, ...] = ()
+    cuda_visible_devices: str | None = None  # the value the GPUs above were selected with (None: unset)
 
     @property
     def gpu_count(self) -> int:
@@ -121,6 +123,7 @@ def facts_from_dict(d: dict[str, Any]) -> HostFacts:
             pci_bus_id=g.get("pci_bus_id"),
             nvlink_active=int(g.get("nvlink_active", 0)),
             processes=tuple(GpuProcess(**p) for p in g.get("processes", ())),
+            nvml_index=None if g.get("nvml_index") is None else int(g["nvml_index"]),
         )
         for g in d["gpus"]
     )
@@ -136,6 +139,7 @@ def facts_from_dict(d: dict[str, Any]) -> HostFacts:
         probes=dict(d.get("probes", {})),
         provenance=str(d.get("provenance", "")),
         notes=tuple(d.get("notes", ())),
+        cuda_visible_devices=d.get("cuda_visible_devices"),
     )
 
 

@@ -1,0 +1,136 @@
+"""`sglwrap preflight`: the checks alone, as a table on stderr or one JSON object on stdout.
+
+Exit 0 ok, 1 ok after downgrade, 78 blocked. Options sglwrap does not own are SGLang's (with or without `--`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sglwrap.errors import SglwrapError, UsageError
+
+# sglwrap's own options here: name -> takes a value. None may equal an SGLang flag (checked in the tests).
+OWN_OPTIONS: dict[str, bool] = {
+    "--profile": True, "--json": False, "--assume": True, "--assume-stack": True, "--force": False,
+}
+
+
+@dataclass(frozen=True)
+class PreflightOptions:
+    """The parsed command line of `sglwrap preflight`."""
+
+    profile: str | None
+    sglang_args: tuple[str, ...] = ()
+    json: bool = False
+    assume: str | None = None
+    assume_stack: str | None = None
+    force: bool = False
+
+
+def add_parser(sub: Any) -> None:
+    """Register `preflight` (options are split from SGLang's by `parse`; this parser serves --help)."""
+    p = sub.add_parser(
+        "preflight", help="run the preflight checks alone",
+        description="Check a profile and SGLang arguments against this machine (or --assume'd one) before any "
+                    "weights load. Exit 0 ok, 1 downgraded, 78 blocked.")
+    p.add_argument("--profile", help="profile name or file (default: $SGLWRAP_PROFILE, else baseline)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (the table still goes to stderr)")
+    p.add_argument("--assume", metavar="HW", help="catalogued GPUs (8xRTX-PRO-6000, 2xH200) or a HostFacts JSON file")
+    p.add_argument("--assume-stack", metavar="PKG=VER,...",
+                   help="package versions and driver, e.g. sglang=0.5.23,torch=2.9.1+cu128,driver=580.95.05")
+    p.add_argument("--force", action="store_true", help="an explicit flag for an unsupported feature only warns")
+    p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments (after --)")
+
+
+def split_args(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """sglwrap's exact option names are ours; everything else (and all after ``--``) is SGLang's."""
+    head = list(argv)
+    tail: list[str] = []
+    if "--" in head:
+        cut = head.index("--")
+        head, tail = head[:cut], head[cut + 1:]
+    own: dict[str, Any] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(head):
+        name, eq, inline = head[i].partition("=")
+        i += 1
+        if name not in OWN_OPTIONS:
+            rest.append(head[i - 1])
+            continue
+        if not OWN_OPTIONS[name]:
+            if eq:
+                raise UsageError(f"preflight: {name} takes no value")
+            own[name] = True
+        elif eq:
+            own[name] = inline
+        elif i < len(head):
+            own[name] = head[i]
+            i += 1
+        else:
+            raise UsageError(f"preflight: {name} needs a value")
+    return own, rest + tail
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> PreflightOptions:
+    """Custom parse (called by the CLI instead of parse_args): argv[0] is the verb."""
+    head = list(argv[1:])
+    pre = head[: head.index("--")] if "--" in head else head
+    if "-h" in pre or "--help" in pre:
+        parser.parse_args(["preflight", "--help"])
+    own, sglang_args = split_args(head)
+    return PreflightOptions(
+        profile=own.get("--profile"), sglang_args=tuple(sglang_args), json=bool(own.get("--json")),
+        assume=own.get("--assume"), assume_stack=own.get("--assume-stack"), force=bool(own.get("--force")))
+
+
+def preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
+    """Gather facts, load the profile and flag table, run the checks. Returns (result, timing)."""
+    from sglwrap.host.probe import gather_facts
+    from sglwrap.preflight import run_preflight
+    from sglwrap.profiles import load_profile
+    from sglwrap.sglang_args import target_python
+
+    t0 = time.monotonic()
+    python = target_python(dict(environ))
+    name = opts.profile or environ.get("SGLWRAP_PROFILE") or "baseline"
+    profile = load_profile(name, environ)
+    facts = gather_facts(opts.assume, opts.assume_stack, python=python, environ=environ)
+    t1 = time.monotonic()
+    table = flags_for(python, facts.packages.get("sglang"), opts.assume_stack, environ)
+    result = run_preflight(facts, profile, opts.sglang_args, flags=table, environ=environ, force=opts.force)
+    probe = facts.probes.get("stack") or {}
+    timing = {"facts_s": round(t1 - t0, 3), "total_s": round(time.monotonic() - t0, 3),
+              "stack_probe": {"cache": probe.get("cache"), "probe_s": probe.get("probe_seconds")}}
+    return result, timing
+
+
+def flags_for(python: str, sglang: str | None, assume_stack: str | None, environ: Mapping[str, str]) -> Any:
+    """The SGLang flag table to check against (the assumed version's bundled table), or None if unavailable."""
+    from sglwrap.sglang_args import flag_table
+
+    assumed = sglang if assume_stack and "sglang=" in assume_stack else None
+    try:
+        return flag_table(python, assume_version=assumed, environ=dict(environ))
+    except SglwrapError:
+        return None
+
+
+def run(opts: PreflightOptions) -> int:
+    """Print the table on stderr (and the JSON object on stdout with --json); exit 0/1/78."""
+    from sglwrap.preflight.render import to_json, to_table
+
+    result, timing = preflight(opts, os.environ)
+    sys.stderr.write(to_table(result))
+    if timing["stack_probe"]["cache"] == "miss":
+        sys.stderr.write(f"(first run: the stack probe took {timing['stack_probe']['probe_s']} s; cached now)\n")
+    if opts.json:
+        sys.stdout.write(json.dumps(to_json(result, timing=timing), indent=1, sort_keys=False) + "\n")
+    return result.exit_code

@@ -1,0 +1,145 @@
+"""The software stack: package versions without imports, and the few facts that need one, cached.
+
+Versions come from ``importlib.metadata`` over the target interpreter's site-packages (read in this process when
+the target is a venv, so no subprocess on the fast path). torch's CUDA version and arch list, its NCCL version and
+FlashInfer/SGLang's arch gates come from ``_stack_probe.py`` run by the target interpreter; the result is cached
+under ``$XDG_CACHE_HOME/sglwrap/stack/`` keyed by the versions, the driver and the GPU UUIDs.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+# Packages whose versions decide what works (issue 3); the first found of each alias group is reported.
+PACKAGES: tuple[str, ...] = (
+    "sglang",
+    "sglang-kernel",
+    "sgl-kernel",
+    "torch",
+    "flashinfer-python",
+    "flashinfer-cubin",
+    "flashinfer-jit-cache",
+    "triton",
+    "nvidia-nccl-cu12",
+    "nvidia-nccl-cu13",
+    "nvidia-ml-py",
+)
+PROBE_SCRIPT = Path(__file__).with_name("_stack_probe.py")
+PROBE_TIMEOUT_S = 120
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CACHE_HOME/sglwrap`` (default ``~/.cache/sglwrap``)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sglwrap"
+
+
+def site_paths(python: str) -> list[str]:
+    """Where the interpreter ``python`` finds packages; read from its venv layout when it has one."""
+    exe = Path(python)
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        return [p for p in sys.path if p]
+    venv = exe.parent.parent
+    if (venv / "pyvenv.cfg").is_file():
+        found = sorted(glob.glob(str(venv / "lib" / "python3*" / "site-packages")))
+        if found:
+            return found
+    rc, out = _run([python, "-I", "-c", "import sys, json; print(json.dumps(sys.path))"], timeout=30)
+    return [p for p in json.loads(out) if p] if rc == 0 else []
+
+
+def package_versions(python: str | None = None, names: Iterable[str] = PACKAGES) -> dict[str, str]:
+    """Installed versions of ``names`` for ``python`` (default: this interpreter), without importing them."""
+    paths = site_paths(python or sys.executable)
+    out: dict[str, str] = {}
+    for name in names:
+        for dist in metadata.distributions(name=name, path=paths):
+            out[name] = dist.version
+            break
+    return out
+
+
+def probe_key(python: str, packages: Mapping[str, str], driver: str | None, uuids: Iterable[str | None]) -> str:
+    """The cache key of one stack probe: interpreter, versions, driver, GPUs and the probe script itself."""
+    blob = json.dumps(
+        {
+            "python": os.path.realpath(python),
+            "packages": dict(sorted(packages.items())),
+            "driver": driver,
+            "uuids": sorted(u or "" for u in uuids),
+            "script": hashlib.sha256(PROBE_SCRIPT.read_bytes()).hexdigest(),
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def probe_stack(
+    python: str,
+    packages: Mapping[str, str],
+    driver: str | None,
+    uuids: Iterable[str | None],
+    *,
+    environ: Mapping[str, str] | None = None,
+    refresh: bool = False,
+) -> dict[str, Any]:
+    """The import-level facts of ``python``'s stack, from the cache or one subprocess (its cost is recorded)."""
+    path = cache_dir(environ) / "stack" / f"{probe_key(python, packages, driver, uuids)}.json"
+    if not refresh:
+        try:
+            cached: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            cached["cache"] = "hit"
+            return cached
+        except (OSError, ValueError):
+            pass
+    start = time.monotonic()
+    rc, out = _run([python, "-I", str(PROBE_SCRIPT)], timeout=PROBE_TIMEOUT_S, env=_probe_env(environ))
+    result: dict[str, Any]
+    try:
+        result = json.loads(out) if rc == 0 else {"error": f"exit {rc}: {out[-500:]}"}
+    except ValueError:
+        result = {"error": f"unreadable probe output: {out[-500:]}"}
+    result["probe_seconds"] = round(time.monotonic() - start, 3)
+    if "error" not in result:
+        _write_atomic(path, json.dumps(result, sort_keys=True))
+    result["cache"] = "miss"
+    return result
+
+
+def _probe_env(environ: Mapping[str, str] | None) -> dict[str, str]:
+    env = dict(os.environ if environ is None else environ)
+    env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # never initialise CUDA from is_available()
+    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    return env
+
+
+def _run(argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None) -> tuple[int, str]:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 127, str(e)
+    return proc.returncode, proc.stdout if proc.returncode == 0 else (proc.stdout + proc.stderr)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache we cannot write only costs time

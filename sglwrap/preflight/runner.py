@@ -1,0 +1,101 @@
+"""Run every check, apply the downgrades to the profile, and say ok / downgraded / blocked."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sglwrap.host.facts import HostFacts
+from sglwrap.host.stackview import stack_view
+from sglwrap.preflight.args import parse_launch_args
+from sglwrap.preflight.checks_comm import (
+    check_custom_allreduce,
+    check_ep_a2a,
+    check_flashinfer_fusion,
+    check_symm_mem,
+)
+from sglwrap.preflight.checks_host import check_gpu_count, check_gpu_processes, check_nccl_env, check_sglang_flags
+from sglwrap.preflight.checks_stack import check_cuda_driver, check_flashinfer_cubin, check_torch_arch
+from sglwrap.preflight.model import Context, FeatureChange, Status, Verdict
+
+if TYPE_CHECKING:
+    from sglwrap.profiles import Profile
+    from sglwrap.sglang_args import FlagTable
+
+EXIT_OK, EXIT_DOWNGRADED, EXIT_BLOCKED = 0, 1, 78
+
+CHECKS: tuple[Callable[[Context], Verdict], ...] = (
+    check_gpu_count,
+    check_cuda_driver,
+    check_torch_arch,
+    check_flashinfer_cubin,
+    check_sglang_flags,
+    check_flashinfer_fusion,
+    check_custom_allreduce,
+    check_symm_mem,
+    check_ep_a2a,
+    check_nccl_env,
+    check_gpu_processes,
+)
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    """The checks' verdicts, the profile that remains after downgrades, and the facts they read."""
+
+    verdict: str  # ok, downgraded, blocked
+    checks: tuple[Verdict, ...]
+    profile: Profile | None
+    facts: HostFacts
+    changes: tuple[FeatureChange, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return {"ok": EXIT_OK, "downgraded": EXIT_DOWNGRADED, "blocked": EXIT_BLOCKED}[self.verdict]
+
+    def manifest(self) -> dict[str, Any]:
+        """What launch writes under ``"preflight"`` in its manifest."""
+        return {
+            "verdict": self.verdict,
+            "downgrades": [{"feature": c.feature, "set": c.mode or "dropped", "reason": c.reason}
+                           for c in self.changes],
+            "checks": [v.to_dict() for v in self.checks if v.status not in (Status.PASS, Status.SKIP)],
+        }
+
+
+def run_preflight(
+    facts: HostFacts,
+    profile: Profile | None = None,
+    sglang_args: Sequence[str] = (),
+    *,
+    flags: FlagTable | None = None,
+    environ: Mapping[str, str] | None = None,
+    force: bool = False,
+    checks: Sequence[Callable[[Context], Verdict]] = CHECKS,
+) -> PreflightResult:
+    """Every check against ``facts``; a pure function of its arguments (``environ`` defaults to empty)."""
+    ctx = Context(facts=facts, stack=stack_view(facts), args=parse_launch_args(sglang_args), profile=profile,
+                  flags=flags, environ=dict(environ or {}), force=force)
+    verdicts = tuple(check(ctx) for check in checks)
+    changes = tuple(c for v in verdicts if v.status is Status.DOWNGRADE for c in v.changes)
+    if any(v.status is Status.BLOCK for v in verdicts):
+        verdict = "blocked"
+    elif changes:
+        verdict = "downgraded"
+    else:
+        verdict = "ok"
+    if profile is not None:
+        for change in changes:
+            profile = apply_change(profile, change)
+    return PreflightResult(verdict=verdict, checks=verdicts, profile=profile, facts=facts, changes=changes)
+
+
+def apply_change(profile: Profile, change: FeatureChange) -> Profile:
+    """The profile with one downgrade applied: the feature dropped, or set to ``change.mode``."""
+    if change.mode is None:
+        return profile.without_feature(change.feature, change.reason)
+    features = {**profile.features, change.feature: change.mode}
+    return dataclasses.replace(profile, features=features,
+                               notes=profile.notes + (f"{change.feature} set {change.mode}: {change.reason}",))

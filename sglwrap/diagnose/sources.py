@@ -120,7 +120,9 @@ def iter_lines(path: str) -> Iterator[str]:
 def _read(fh: IO[bytes], path: str) -> bytes:
     try:
         return fh.read(CHUNK)
-    except (OSError, EOFError, zlib.error, ValueError) as e:  # truncated or corrupt .gz
+    except EOFError:  # a truncated .gz is a truncated log: diagnose what arrived
+        return b""
+    except (OSError, zlib.error, ValueError) as e:  # corrupt .gz, I/O error
         raise _unreadable(path, e) from None
 
 

@@ -102,7 +102,7 @@ def build_report(nodes: tuple[NodeLog, ...], manifests: tuple[Manifest, ...]) ->
 def _format(nodes: tuple[NodeLog, ...]) -> str | None:
     labels = [r.label for n in nodes for r in n.ranks]
     if any(n.new_format for n in nodes):
-        return "0.5.10+"
+        return "0.5.23-style"
     if any(lb.startswith("gpu_id=") for lb in labels):
         return "2024 (0.2.x)"
     if labels:

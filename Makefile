@@ -21,7 +21,7 @@ $(DEMO_VENV)/.complete: pyproject.toml setup.py
 demo: $(DEMO_VENV)/.complete
 	$(DEMO_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall .
 	$(DEMO_VENV)/bin/sglwrap launch --profile fewchan --dry-run --assume 8xRTX-PRO-6000 -- \
-		--model-path $(DEMO_MODEL) --tp 8 --mem-fraction-static 0.85
+		--model-path $(DEMO_MODEL) --tp-size 8
 
 $(TEST_VENV)/.complete: requirements/test.txt
 	rm -rf $(TEST_VENV)

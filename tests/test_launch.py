@@ -221,3 +221,12 @@ def test_injection_reaches_real_sglang_scheduler_processes_on_cpu(tmp_path: Path
         # SGLang's own launcher decisions are visible, not undone by the injector:
         assert w["env"]["NCCL_CUMEM_ENABLE"] == "0" and w["env"]["CUDA_DEVICE_MAX_CONNECTIONS"] == "8"
     assert "Load weight begin" in out
+
+
+def test_assume_stack_plans_for_an_older_sglang_with_its_own_flag_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = dry_run_json(capsys, "--assume-stack", "sglang=0.5.9", "--profile", "lowgraph", "--", "--model-path", "m")
+    assert doc["sglang_version"] == "0.5.9" and doc["flag_table"] == "bundled:sglang-0.5.9.json"
+    assert doc["argv"][-2:] == ["--cuda-graph-max-bs", "128"]
+    # 0.5.9 still has only the one spelling, so the old flag is exact there, not ambiguous.
+    doc = dry_run_json(capsys, "--assume-stack", "sglang=0.5.9", "--", "--model-path", "m", "--cuda-graph-max-bs", "8")
+    assert doc["argv"][-2:] == ["--cuda-graph-max-bs", "8"]

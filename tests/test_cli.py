@@ -1,0 +1,65 @@
+"""The front end: exit codes, help, internal errors, and log format."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sglwrap.cli import main
+
+from .conftest import REPO
+
+
+def test_no_arguments_prints_help_and_exits_64(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 64
+    assert "COMMAND" in capsys.readouterr().err
+
+
+def test_unknown_verb_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["lanch"])
+    assert e.value.code == 64
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_own_options_are_never_abbreviated(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["profiles", "list", "--js"])
+    assert e.value.code == 64
+
+
+def test_an_internal_bug_is_one_line_plus_a_crash_log_not_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import sglwrap.commands.profiles as profiles_cmd
+
+    def boom(args: object) -> int:
+        raise KeyError("bug")
+
+    monkeypatch.setattr(profiles_cmd, "run", boom)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert main(["profiles", "list"]) == 70
+    err = capsys.readouterr().err
+    assert "internal error" in err and "Traceback" not in err
+    log = Path(err.split("traceback is in ")[1].split(".log")[0] + ".log")
+    assert "KeyError" in log.read_text()
+
+
+def test_logs_are_json_lines_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    code = "from sglwrap.log import get_logger; get_logger().info('launch.exec', profile='fewchan')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    rec = json.loads(proc.stderr.strip())
+    assert rec["event"] == "launch.exec" and rec["profile"] == "fewchan" and rec["level"] == "info"
+    assert proc.stdout == ""
+
+
+def test_profiles_list_json_goes_to_stdout_only(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profiles", "list", "--json"]) == 0
+    out = capsys.readouterr()
+    names = [p["name"] for p in json.loads(out.out)["profiles"]]
+    assert names == ["baseline", "fewchan", "lowgraph", "pcie-ring"]
+    assert out.err == ""

@@ -43,8 +43,10 @@ class FakeNvml:
     NVMLError = FakeNVMLError
     NVML_NVLINK_MAX_LINKS = 36
 
-    def __init__(self, raw: dict[str, Any], procs: dict[int, list[Any]] | None = None, start_error: bool = False):
+    def __init__(self, raw: dict[str, Any], procs: dict[int, list[Any]] | None = None, start_error: bool = False,
+                 direct: bool = False):
         self.raw = raw["nvml"]
+        self.direct = direct
         self.procs = procs or {}
         self.start_error = start_error
         self.p2p_calls: list[Any] = []
@@ -89,11 +91,13 @@ class FakeNvml:
         return int(states[link])
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, h: int, link: int) -> Any:
-        # the pair is joined directly (nvidia-smi topo -m: NV18), so every link ends at the other GPU
-        return SimpleNamespace(busId=self._g(1 - h)["pci_bus_id"].replace("00000000:", "0000:"))
+        if self.direct:  # a board where the pair is bridged directly: each link ends at the other GPU
+            return SimpleNamespace(busId=self._g(1 - h)["pci_bus_id"].replace("00000000:", "0000:"))
+        # what the real 2x H200 VM answered for every link (fixtures/hostfacts/h200x2-nvml-nvlink-remote.txt)
+        return SimpleNamespace(busId="FFFFFFFF:FF:FF.0")
 
     def nvmlDeviceGetNvLinkRemoteDeviceType(self, h: int, link: int) -> int:
-        return 0  # NVML_NVLINK_DEVICE_TYPE_GPU
+        return 0 if self.direct else 2  # NVML_NVLINK_DEVICE_TYPE_GPU / _SWITCH
 
     def nvmlDeviceGetP2PStatus(self, a: int, b: int, idx: Any) -> int:
         self.p2p_calls.append(idx)
@@ -179,14 +183,21 @@ def test_probe_reads_nvlink_state_although_common_ancestor_is_hostbridge() -> No
     assert lk.common_ancestor == "PHB"  # NVML's HOSTBRIDGE (30) ...
     assert lk.nvlink_count == 18  # ... yet 18 NVLinks join the pair
     assert facts.all_pairs_nvlink
-    assert facts.nvswitch is False  # links end at the other GPU, not at a switch
+    assert facts.nvswitch is True  # NVML: every link's far end is an NVSwitch (an HGX slice)
     assert [g.nvlink_active for g in facts.gpus] == [18, 18]
+
+
+def test_probe_directly_bridged_pair_is_not_a_switch() -> None:
+    facts = probe_nvml(FakeNvml(RAW, direct=True), environ={})
+    assert facts.links[0].nvlink_count == 18
+    assert facts.nvswitch is False
 
 
 def test_probe_passes_literal_caps_indices_not_the_pynvml_tuple() -> None:
     fake = FakeNvml(RAW)
     facts = probe_nvml(fake, environ={})
-    assert fake.p2p_calls == [0, 1, 2]
+    assert sorted(fake.p2p_calls) == [0, 1, 2]
+    assert all(type(i) is int for i in fake.p2p_calls)
     assert facts.links[0].p2p_read == "ok" and facts.links[0].p2p_write == "ok"
 
 

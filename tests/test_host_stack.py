@@ -167,4 +167,4 @@ def test_catalogue_pcie_and_nvswitch_shapes() -> None:
     hgx = resolve_assume("8xH200")
     assert hgx.all_pairs_nvlink and hgx.nvswitch
     pair = resolve_assume("2xH200")
-    assert pair.all_pairs_nvlink and not pair.nvswitch and pair.links[0].nvlink_count == 18
+    assert pair.all_pairs_nvlink and pair.nvswitch and pair.links[0].nvlink_count == 18

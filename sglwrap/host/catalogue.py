@@ -88,8 +88,9 @@ def facts_for(count: int, gpu: CatalogueGpu) -> HostFacts:
     )
     links = []
     nvlink = gpu.interconnect == "nvswitch"
-    # Two GPUs on a 2-GPU board are joined directly (NV18 between the pair, as measured on 2x H200).
-    per_pair = gpu.nvlinks_per_gpu if (nvlink and count == 2) else 0
+    # On an NVSwitch board every pair shows NV<links per GPU> in nvidia-smi; measured on a 2x H200 slice of an HGX
+    # (tests/fixtures/hostfacts/h200x2-capture.json): NV18, each link's far end an NVSwitch.
+    per_pair = gpu.nvlinks_per_gpu if nvlink else 0
     for i in range(count):
         for j in range(i + 1, count):
             p2p = "ok" if (nvlink or gpu.pcie_p2p) else "not_supported"
@@ -103,7 +104,7 @@ def facts_for(count: int, gpu: CatalogueGpu) -> HostFacts:
         source=f"catalogue:{count}x{gpu.key}",
         gpus=gpus,
         links=tuple(links),
-        nvswitch=nvlink and count > 2,
+        nvswitch=nvlink and count > 1,
         provenance=gpu.source,
         notes=(f"assumed from the built-in catalogue ({gpu.interconnect}); no GPU was probed",),
     )

@@ -144,13 +144,14 @@ def _probe(nv: _Nvml, env: Mapping[str, str], proc_name: Callable[[int], str | N
         _gpu(nv, handles[phys], cuda_idx, phys, uuids[phys], buses[phys], links_of[phys], proc_name)
         for cuda_idx, phys in enumerate(order)
     )
+    gpu_buses = {bus_key(b) for b in buses if b}
+    on_switch = [_on_switch(lk, gpu_buses) for lk in links_of]
     links = tuple(
-        _link(nv, handles, buses, links_of, order, a, b)
+        _link(nv, handles, buses, links_of, on_switch, order, a, b)
         for a in range(len(order))
         for b in range(a + 1, len(order))
     )
-    gpu_buses = {bus_key(b) for b in buses if b}
-    switch = bool(order) and len(order) > 1 and all(_on_switch(links_of[p], gpu_buses) for p in order)
+    switch = len(order) > 1 and all(on_switch[p] for p in order)
     notes = _notes(cvd, count, order, env, gpus)
     driver = nv.get("nvmlSystemGetDriverVersion")
     return HostFacts(
@@ -189,7 +190,8 @@ def _nvlinks(nv: _Nvml, handle: Any) -> list[tuple[str | None, int | None]]:
 
 
 def _on_switch(links: list[tuple[str | None, int | None]], gpu_buses: set[tuple[int, int, str]]) -> bool:
-    """True when the GPU's NVLinks end at an NVSwitch (NVML says so, or the far end is no GPU we know)."""
+    """True when the GPU's NVLinks end at an NVSwitch: NVML's remote device type says so (on the 2x H200 VM every
+    link reports type 2 = SWITCH and remote bus FFFFFFFF:FF:FF.0), or the far end is no GPU we know."""
     if not links:
         return False
     for remote, kind in links:
@@ -243,10 +245,13 @@ def _link(
     handles: list[Any],
     buses: list[str | None],
     links_of: list[list[tuple[str | None, int | None]]],
+    on_switch: list[bool],
     order: tuple[int, ...],
     a: int,
     b: int,
 ) -> LinkFacts:
+    """One pair. ``nvlink_count`` is what nvidia-smi shows as NV#: links ending at the other GPU, or, when both
+    GPUs' links end at NVSwitches and NVML's NVLINK P2P status is ok, the links each can use (the smaller)."""
     pa, pb = order[a], order[b]
     ha, hb = handles[pa], handles[pb]
 
@@ -258,6 +263,9 @@ def _link(
     direct = 0 if target is None else sum(
         1 for remote, _kind in links_of[pa] if remote is not None and bus_key(remote) == bus_key(target)
     )
+    nvl = p2p(P2P_NVLINK)
+    if direct == 0 and nvl == "ok" and on_switch[pa] and on_switch[pb]:
+        direct = min(len(links_of[pa]), len(links_of[pb]))
     level = nv.get("nvmlDeviceGetTopologyCommonAncestor", ha, hb)
     return LinkFacts(
         a=a,
@@ -265,7 +273,7 @@ def _link(
         nvlink_count=direct,
         p2p_read=p2p(P2P_READ),
         p2p_write=p2p(P2P_WRITE),
-        p2p_nvlink=p2p(P2P_NVLINK),
+        p2p_nvlink=nvl,
         common_ancestor=None if level is None else TOPOLOGY_LEVELS.get(int(level), f"LEVEL_{level}"),
     )
 

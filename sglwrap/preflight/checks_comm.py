@@ -80,6 +80,9 @@ def check_symm_mem(ctx: Context) -> Verdict:
 def _multicast_problem(ctx: Context) -> str | None:
     if ctx.env("TORCH_SYMM_MEM_DISABLE_MULTICAST") not in (None, "", "0"):
         return "TORCH_SYMM_MEM_DISABLE_MULTICAST is set, so there is no multicast"
+    captured = (ctx.facts.probes.get("env") or {}).get("TORCH_SYMM_MEM_DISABLE_MULTICAST")
+    if captured not in (None, "", "0"):
+        return "the captured host sets TORCH_SYMM_MEM_DISABLE_MULTICAST=1 (multicast is off there)"
     if not ctx.facts.nvswitch:
         link = "NVLink without NVSwitch" if ctx.facts.all_pairs_nvlink else "PCIe, no NVLink"
         return f"no NVSwitch ({link}): no multicast objects"
@@ -146,6 +149,8 @@ def check_custom_allreduce(ctx: Context) -> Verdict:
         return Verdict(cid, Status.PASS, f"off ({by}); NCCL carries the all-reduce")
     if n < 2:
         return Verdict(cid, Status.SKIP, "tp=1: no all-reduce")
+    if ctx.facts.gpu_count < n:
+        return Verdict(cid, Status.SKIP, f"tp={n} but {ctx.facts.gpu_count} GPU(s) known: see gpu-count")
     if n not in (2, 4, 6, 8):
         return Verdict(cid, Status.PASS, f"world size {n} is not in (2, 4, 6, 8): SGLang does not use it "
                        "(custom_all_reduce.py:41)")

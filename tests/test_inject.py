@@ -60,7 +60,9 @@ def _run_tree(site_dir: Path, tmp_path: Path, extra_env: dict[str, str] | None =
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     seen = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
-    lines = [json.loads(ln) for ln in proc.stderr.splitlines() if ln.startswith('{"applied"')]
+    lines = [json.loads(ln) for ln in proc.stderr.splitlines() if '"sglwrap": "worker-env"' in ln]
+    assert all(ln.startswith('{"sglwrap": "worker-env", "pid": ') for ln in proc.stderr.splitlines()
+               if "worker-env" in ln), "the contract's key order"
     return seen, lines, proc.stderr
 
 

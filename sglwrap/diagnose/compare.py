@@ -51,21 +51,26 @@ def nccl_env(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_")}
 
 
+def _runs_nccl(w: WorkerEnv) -> bool:
+    # The launcher logs its line at interpreter start, before SGLang sets its own NCCL defaults in that process
+    # (engine.py _set_envs_and_config), and the resource tracker never runs NCCL: compare the workers only.
+    return w.role not in ("resource-tracker",) and not str(w.role or "").startswith("module:sglang")
+
+
 def worker_disagreements(workers: tuple[WorkerEnv, ...]) -> tuple[str, ...]:
     """Sentences naming workers whose profile hash or NCCL variables differ from the majority."""
-    if len(workers) < 2:
-        return ()
     out: list[str] = []
-    sig = Counter(tuple(nccl_env(w.env).items()) for w in workers)
-    common = sig.most_common(1)[0][0]
-    for w in workers:
+    ranked = [w for w in workers if _runs_nccl(w)]
+    sig = Counter(tuple(nccl_env(w.env).items()) for w in ranked)
+    common = sig.most_common(1)[0][0] if len(ranked) >= 2 else ()
+    for w in ranked if len(ranked) >= 2 else []:
         mine = tuple(nccl_env(w.env).items())
         if mine != common:
             diff = _diff(dict(common), dict(mine))
             where = f", {w.node}" if w.node else ""
             out.append(f"worker pid {w.pid} ({w.role or 'unknown role'}{where}) ran {diff}")
     hashes = Counter(w.hash for w in workers)
-    if len(hashes) > 1:
+    if len(workers) >= 2 and len(hashes) > 1:
         top = hashes.most_common(1)[0][0]
         for w in workers:
             if w.hash != top:

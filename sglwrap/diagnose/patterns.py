@@ -158,7 +158,7 @@ ARG_RES: Final = {
 VERSION_RE: Final = re.compile(
     r"(?:\bsglang(?:==| version:? | v)|lmsysorg/sglang:v|SGLang v?)(\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?)", re.I
 )
-WORKER_ENV_RE: Final = re.compile(r"\{\s*\"sglwrap\"\s*:\s*\"worker-env\".*\}")
+WORKER_ENV_RE: Final = re.compile(r"\{.*?\"sglwrap\"\s*:\s*\"worker-env\".*\}")
 
 # Literal substrings; a line holding none of them cannot match anything above (checked by a test), so the
 # reader can skip it with bytes.find over whole chunks instead of running regexes on every line.

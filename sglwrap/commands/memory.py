@@ -1,0 +1,177 @@
+"""`sglwrap memory`: the accountant alone — what-if planning, also for a GPU you don't have."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sglwrap.errors import ConfigError, UsageError
+
+# sglwrap's own options (exact names only; none equals an SGLang flag) -> takes a value
+OWN_OPTIONS: dict[str, bool] = {
+    "--json": False, "--assume": True, "--assume-stack": True, "--profile": True,
+    "--avail-before-weights-gib": True, "--weights-gib": True, "--explain-change": True, "--plot": True,
+}
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """The parsed command line."""
+
+    sglang_args: tuple[str, ...]
+    json: bool = False
+    assume: str | None = None
+    assume_stack: str | None = None
+    profile: str | None = None
+    avail_before_weights_gib: float | None = None
+    weights_gib: float | None = None
+    explain_change: str | None = None
+    plot: str | None = None
+
+
+def add_parser(sub: Any) -> None:
+    """Register `memory` (`parse` splits sglwrap's options from SGLang's; this parser serves --help)."""
+    p = sub.add_parser("memory", help="predict SGLang's GPU memory budget and OOMs",
+                       description="Predict how SGLang will split GPU memory, how many KV tokens fit and whether "
+                                   "and where it fails. SGLang's own arguments follow `--` (or are passed through).")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout (the table goes to stderr)")
+    p.add_argument("--assume", metavar="HW", help="catalogued GPUs (8xRTX-PRO-6000, 2xH200) or a HostFacts file")
+    p.add_argument("--assume-stack", metavar="PKG=VER,...", help="plan for this SGLang version (sglang=0.5.9)")
+    p.add_argument("--profile", help="profile whose environment and settings apply (default: $SGLWRAP_PROFILE)")
+    p.add_argument("--avail-before-weights-gib", type=float, metavar="X",
+                   help="observed 'Load weight begin. avail mem=X GB': replaces the predicted P")
+    p.add_argument("--weights-gib", type=float, metavar="Y",
+                   help="observed 'Load weight end ... mem usage=Y GB': replaces the predicted W")
+    p.add_argument("--explain-change", metavar="PROFILE", help="show how switching to PROFILE moves each term")
+    p.add_argument("--plot", metavar="FILE", help="draw the budget as a PNG (needs matplotlib)")
+    p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments")
+
+
+def _split(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    own: dict[str, Any] = {}
+    rest: list[str] = []
+    head = list(argv)
+    tail: list[str] = []
+    if "--" in head:
+        cut = head.index("--")
+        head, tail = head[:cut], head[cut + 1:]
+    i = 0
+    while i < len(head):
+        tok = head[i]
+        name, eq, inline = tok.partition("=")
+        if name in OWN_OPTIONS:
+            if OWN_OPTIONS[name]:
+                if eq:
+                    own[name] = inline
+                elif i + 1 < len(head):
+                    own[name] = head[i + 1]
+                    i += 1
+                else:
+                    raise UsageError(f"memory: {name} needs a value")
+            else:
+                own[name] = True
+        else:
+            rest.append(tok)
+        i += 1
+    return own, rest + tail
+
+
+def _float(own: dict[str, Any], name: str) -> float | None:
+    if name not in own:
+        return None
+    try:
+        value = float(own[name])
+    except ValueError:
+        raise UsageError(f"memory: {name} {own[name]!r}: expected GiB as a number, e.g. 21.63") from None
+    if value <= 0:
+        raise UsageError(f"memory: {name} {value}: must be positive")
+    return value
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> MemoryOptions:
+    """Only sglwrap's exact option names are ours; everything else goes to SGLang unchanged."""
+    head = list(argv[1:])
+    pre = head[: head.index("--")] if "--" in head else head
+    if "-h" in pre or "--help" in pre:
+        parser.parse_args(["memory", "--help"])
+    own, sglang = _split(head)
+    return MemoryOptions(
+        sglang_args=tuple(sglang), json=bool(own.get("--json")), assume=own.get("--assume"),
+        assume_stack=own.get("--assume-stack"), profile=own.get("--profile") or os.environ.get("SGLWRAP_PROFILE"),
+        avail_before_weights_gib=_float(own, "--avail-before-weights-gib"),
+        weights_gib=_float(own, "--weights-gib"), explain_change=own.get("--explain-change"), plot=own.get("--plot"))
+
+
+def _facts(assume: str | None) -> Any:
+    if assume is not None:
+        from sglwrap.host.catalogue import resolve_assume
+
+        return resolve_assume(assume)
+    try:
+        from sglwrap.host.nvml import probe_nvml
+    except ImportError:
+        probe_nvml = None  # type: ignore[assignment]
+    facts = probe_nvml() if probe_nvml is not None else None
+    if facts is None or not facts.gpus:
+        why = "; ".join(getattr(facts, "notes", ())) or "NVML is not available"
+        raise UsageError(f"memory: no GPU to plan for ({why}); pass --assume HW, e.g. --assume 8xH200 "
+                         "or --assume host.json")
+    return facts
+
+
+def _version(assume_stack: str | None) -> str:
+    from sglwrap.launch import assumed_sglang_version
+    from sglwrap.sglang_args import installed_sglang_version, target_python
+
+    return assumed_sglang_version(assume_stack) or installed_sglang_version(target_python()) or "0.5.23"
+
+
+def _profile(name: str | None) -> tuple[dict[str, str], dict[str, object]]:
+    if not name:
+        return {}, {}
+    from sglwrap.profiles import load_profile
+
+    p = load_profile(name)
+    return {k: v.value for k, v in p.env.items()}, dict(p.sglang)
+
+
+def run(opts: MemoryOptions) -> int:
+    """Plan, render (table on stderr; JSON on stdout with --json), optionally compare and plot."""
+    from sglwrap.memory import Observed, plan
+    from sglwrap.memory.render import compare, render_compare, render_table
+
+    if not opts.sglang_args:
+        raise UsageError("memory: pass SGLang's arguments after `--`, e.g. "
+                         "sglwrap memory --assume 8xH200 -- --model-path Llama-3.1-8B --tp 8")
+    facts = _facts(opts.assume)
+    version = _version(opts.assume_stack)
+    env, sg = _profile(opts.profile)
+    observed = Observed(
+        None if opts.avail_before_weights_gib is None else int(opts.avail_before_weights_gib * (1 << 30)),
+        None if opts.weights_gib is None else int(opts.weights_gib * (1 << 30)))
+    result = plan(facts, env, opts.sglang_args, sglang_version=version, profile_sglang=sg, observed=observed)
+    doc = result.to_dict()
+    doc["profile"] = opts.profile
+    sys.stderr.write(render_table(doc))
+    if opts.explain_change:
+        env2, sg2 = _profile(opts.explain_change)
+        other = plan(facts, env2, opts.sglang_args, sglang_version=version, profile_sglang=sg2,
+                     observed=observed).to_dict()
+        doc["explain_change"] = {"profile": opts.explain_change, **compare(doc, other)}
+        sys.stderr.write(render_compare(opts.explain_change, doc["explain_change"]))
+    if opts.plot:
+        from sglwrap.memory.plot import write_plot
+
+        path = Path(opts.plot)
+        if not path.parent.is_dir():
+            raise ConfigError(f"--plot {path}: directory {path.parent} does not exist")
+        write_plot(doc, path)
+    if opts.json:
+        sys.stdout.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return result.exit_code

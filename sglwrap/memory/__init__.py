@@ -1,0 +1,158 @@
+"""The memory accountant: predict SGLang's GPU memory budget and every OOM before launch, term by term.
+
+``plan(facts, profile_env, sglang_argv, sglang_version=...)`` is the pure entry point ``launch`` and
+``preflight`` call; ``sglwrap memory`` renders its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sglwrap.host.facts import HostFacts
+from sglwrap.memory.args import ServerArgs, parse_server_args
+from sglwrap.memory.budget import Budget, Observed, compute
+from sglwrap.memory.cells import Cell, cell_bytes
+from sglwrap.memory.defaults import resolve
+from sglwrap.memory.explain import Verdict, explain
+from sglwrap.memory.model import ModelShape, load_shape
+from sglwrap.memory.nccl import NcclCost, NcclSettings, comm_cost
+from sglwrap.memory.weights import Weights, weights_for
+
+SCHEMA_VERSION = 1
+EXIT_FITS, EXIT_OOM = 0, 78
+__all__ = ["MemoryPlan", "Observed", "plan"]
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """The accountant's result: inputs it resolved, the budget, and the verdict. Render with ``to_dict``."""
+
+    shape: ModelShape
+    args: ServerArgs
+    cell: Cell
+    weights_info: Weights
+    nccl: NcclCost
+    budget: Budget
+    result: Verdict
+    sglang_version: str | None
+    gpu_name: str
+    interconnect: str
+    profile_env: dict[str, str]
+
+    @property
+    def verdict(self) -> str:
+        return self.result.kind
+
+    @property
+    def explanation(self) -> tuple[str, ...]:
+        return self.result.sentences
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_FITS if self.verdict == "fits" else EXIT_OOM
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract (schema_version 1)."""
+        b = self.budget
+        return {
+            "schema_version": SCHEMA_VERSION, "command": "memory", "verdict": self.verdict,
+            "exit_code": self.exit_code, "sglang_version": self.sglang_version,
+            "model": {"name": self.shape.name, "source": self.shape.source, "architecture": self.shape.architecture,
+                      "layers": self.shape.num_layers, "kv_heads": self.shape.num_kv_heads,
+                      "mla": self.shape.is_mla, "context_len": self.shape.context_len},
+            "gpu": {"name": self.gpu_name, "count": self.args.gpus, "interconnect": self.interconnect},
+            "parallel": {"tp": self.args.tp_size, "pp": self.args.pp_size, "dp": self.args.dp_size,
+                         "attn_dp": self.args.attn_dp_size, "ep": self.args.ep_size},
+            "kv_cell_bytes": self.cell.bytes_per_token, "kv_cell_formula": self.cell.formula,
+            "kv_tokens": b.kv_tokens, "weights_bytes_per_rank": b.weights, "weights_source": b.w_source,
+            "weights_total_bytes": self.weights_info.total_bytes,
+            "mem_fraction_static": {"value": b.mem_fraction_static, "source": b.mfs_source},
+            "min_mem_fraction_static": round(b.min_mem_fraction_static, 4),
+            "max_context_tokens": min(b.context_len, b.kv_tokens),
+            "max_running_requests": b.max_running_requests,
+            "terms": {
+                "gpu_total": b.gpu_total, "driver_reserved": b.driver_reserved, "cuda_context": b.cuda_context,
+                "other_processes": b.other_processes, "nccl_init": b.nccl_init,
+                "custom_allreduce": b.custom_allreduce, "pre_weights_free": b.pre_weights_free,
+                "weights": b.weights, "static_limit": b.static_limit, "mm_reserve": b.mm_reserve,
+                "kv_budget": b.kv_budget, "kv_pool": b.kv_pool, "slack": b.slack,
+                "req_to_token": b.req_to_token, "decode_graphs": b.decode_graphs,
+                "prefill_graphs": b.prefill_graphs, "activations": b.activations, "nccl_late": b.nccl_late,
+                "symm_mem": b.symm_mem, "runtime_need": b.runtime_need, "runtime_free": b.runtime_free,
+            },
+            "nccl": {"formula": self.nccl.formula, "coll_channels": self.nccl.coll_channels,
+                     "p2p_channels": self.nccl.p2p_channels, "per_communicator": self.nccl.per_comm_bytes,
+                     "process_fixed": self.nccl.process_fixed_bytes},
+            "profile_env": dict(sorted(self.profile_env.items())),
+            "sglang_error": self.result.sglang_error, "fix": self.result.fix,
+            "explanation": list(self.result.sentences),
+        }
+
+
+def _interconnect(facts: HostFacts) -> tuple[str, bool]:
+    """("nvswitch"|"nvlink"|"pcie", whether P2P is possible)."""
+    if facts.nvswitch:
+        return "nvswitch", True
+    if facts.all_pairs_nvlink or any(g.nvlink_active for g in facts.gpus):
+        return "nvlink", True
+    p2p = bool(facts.links) and all(lk.p2p_read == "ok" for lk in facts.links)
+    probes = facts.probes.get("catalogue", {}) if isinstance(facts.probes, dict) else {}
+    if not facts.links and isinstance(probes, dict):
+        p2p = bool(probes.get("pcie_p2p", True))
+    return "pcie", p2p
+
+
+def _other_processes(facts: HostFacts, n: int) -> int:
+    worst = 0
+    for g in facts.gpus[:n]:
+        if g.memory_free_bytes is not None:
+            worst = max(worst, g.memory_total_bytes - g.memory_free_bytes)
+        else:
+            worst = max(worst, sum(p.used_bytes or 0 for p in g.processes))
+    return worst
+
+
+def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence[str], *,
+         sglang_version: str | None, profile_sglang: Mapping[str, object] | None = None,
+         observed: Observed | None = None) -> MemoryPlan:
+    """Predict the budget of ``python -m sglang.launch_server <sglang_argv>`` on ``facts``' GPUs with the
+    profile's environment. Pure apart from reading the model's config.json (and index) from disk."""
+    from sglwrap.errors import UsageError
+
+    args = parse_server_args(sglang_argv, version=sglang_version, profile_sglang=profile_sglang)
+    if args.gpus > facts.gpu_count:
+        raise UsageError(f"--tp-size {args.tp_size} x --pp-size {args.pp_size} needs {args.gpus} GPUs; "
+                         f"the host has {facts.gpu_count} ({facts.source})")
+    shape = load_shape(args.model_path)
+    gpus = facts.gpus[: args.gpus]
+    gpu_total = min(g.memory_total_bytes for g in facts.gpus)  # SGLang: min over visible GPUs
+    interconnect, p2p = _interconnect(facts)
+    env = {k: str(v) for k, v in profile_env.items()}
+    settings = NcclSettings.from_env(env, p2p_possible=p2p)
+    nccl = comm_cost(settings, ranks=args.tp_size, interconnect=interconnect)
+    profile_mfs = None
+    if profile_sglang and "mem_fraction_static" in profile_sglang:
+        profile_mfs = float(profile_sglang["mem_fraction_static"])  # type: ignore[arg-type]
+    resolved = resolve(args, shape, gpu_total / (1 << 20), profile_mfs=profile_mfs)
+    draft = 1 if args.speculative_algorithm and args.speculative_algorithm.upper() in ("EAGLE", "EAGLE3", "MTP",
+                                                                                        "NEXTN") else 0
+    cell = cell_bytes(shape, attn_tp=args.attn_tp_size, pp=args.pp_size, kv_cache_dtype=args.kv_cache_dtype,
+                      draft_layers=draft)
+    online = args.quantization if args.quantization and shape.quant_method is None else None
+    weights = weights_for(shape, tp=args.tp_size, attn_tp=args.attn_tp_size, pp=args.pp_size, online_quant=online)
+    budget = compute(shape=shape, args=args, resolved=resolved, cell=cell, weights=weights, gpu_total=gpu_total,
+                     other_processes=_other_processes(facts, len(gpus)), nccl=nccl, p2p=p2p,
+                     observed=observed or Observed())
+    graph_flag = "--cuda-graph-max-bs-decode" if (sglang_version is None or
+                                                 _newer(sglang_version)) else "--cuda-graph-max-bs"
+    verdict = explain(budget, version=sglang_version, tp=args.tp_size, graph_flag=graph_flag)
+    return MemoryPlan(shape, args, cell, weights, nccl, budget, verdict, sglang_version, facts.gpus[0].name,
+                      interconnect, env)
+
+
+def _newer(version: str) -> bool:
+    from sglwrap.memory.explain import _vkey
+
+    return _vkey(version) >= (0, 5, 23)

@@ -1,0 +1,135 @@
+"""The few SGLang server arguments the memory budget depends on, read the way SGLang's argparse reads them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sglwrap.errors import UsageError
+
+# dest -> how the value is converted; everything else in the argv is ignored here.
+_INT = ("tp_size", "pp_size", "dp_size", "attn_dp_size", "ep_size", "context_length", "cuda_graph_max_bs_decode",
+        "cuda_graph_max_bs", "chunked_prefill_size", "max_running_requests", "page_size", "max_total_tokens",
+        "speculative_num_draft_tokens")
+_FLOAT = ("mem_fraction_static",)
+_STR = ("model_path", "kv_cache_dtype", "quantization", "dtype", "speculative_algorithm",
+        "speculative_draft_model_path", "cuda_graph_backend_decode", "cuda_graph_backend_prefill")
+_BOOL = ("enable_dp_attention", "disable_cuda_graph", "disable_decode_cuda_graph", "disable_prefill_cuda_graph",
+         "disable_custom_all_reduce", "enable_symm_mem", "enable_nccl_nvls")
+
+
+@dataclass(frozen=True)
+class ServerArgs:
+    """SGLang settings that move the memory budget; None means "SGLang's default"."""
+
+    model_path: str
+    tp_size: int = 1
+    pp_size: int = 1
+    dp_size: int = 1
+    attn_dp_size: int = 1
+    ep_size: int = 1
+    mem_fraction_static: float | None = None
+    kv_cache_dtype: str = "auto"
+    context_length: int | None = None
+    cuda_graph_max_bs: int | None = None
+    decode_graph: bool = True
+    prefill_graph: bool = True
+    chunked_prefill_size: int | None = None
+    max_running_requests: int | None = None
+    max_total_tokens: int | None = None
+    page_size: int = 1
+    quantization: str | None = None
+    dtype: str = "auto"
+    speculative_algorithm: str | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_num_draft_tokens: int | None = None
+    disable_custom_all_reduce: bool = False
+    enable_symm_mem: bool = False
+    enable_nccl_nvls: bool = False
+
+    @property
+    def attn_tp_size(self) -> int:
+        """Attention TP group size: ``tp / attn_dp`` under DP attention."""
+        return max(1, self.tp_size // max(1, self.attn_dp_size))
+
+    @property
+    def gpus(self) -> int:
+        """GPUs one server uses: TP x PP, times DP replicas when DP is not DP attention."""
+        replicas = self.dp_size if self.attn_dp_size <= 1 else 1
+        return self.tp_size * self.pp_size * replicas
+
+
+def _values(argv: Sequence[str], version: str | None) -> dict[str, object]:
+    """dest -> converted value for the options we read, resolved with SGLang's own flag table."""
+    from sglwrap.sglang_args import bundled_table, parse_user_args
+
+    table = bundled_table(version)
+    raw: dict[str, object] = {}
+    for arg in parse_user_args(list(argv), table):
+        dest = arg.dest
+        try:
+            if dest in _BOOL:
+                raw[dest] = True
+            elif dest in _INT and arg.values:
+                raw[dest] = int(arg.values[0])
+            elif dest in _FLOAT and arg.values:
+                raw[dest] = float(arg.values[0])
+            elif dest in _STR and arg.values:
+                raw[dest] = arg.values[0]
+        except ValueError:
+            raise UsageError(f"{arg.flag} {arg.values[0]!r}: not a number") from None
+    return raw
+
+
+def parse_server_args(argv: Sequence[str], *, version: str | None = None,
+                      profile_sglang: Mapping[str, object] | None = None) -> ServerArgs:
+    """Read ``argv`` (SGLang's own options) with the profile's ``sglang:`` settings under them (argv wins)."""
+    raw: dict[str, object] = {}
+    for key, value in (profile_sglang or {}).items():  # settings by meaning; only the ones we model
+        name = "cuda_graph_max_bs_decode" if key == "cuda_graph_max_bs" else key
+        if name in _INT + _FLOAT + _STR:
+            raw[name] = value
+    raw.update(_values(argv, version))
+    if not raw.get("model_path"):
+        raise UsageError("memory needs the model: pass --model-path DIR|NAME after `--` "
+                         "(a local directory, a Hugging Face name in the local cache, or a built-in name "
+                         "such as Llama-3.1-8B)")
+    tp = int(raw.get("tp_size", 1))  # type: ignore[call-overload]
+    dp = int(raw.get("dp_size", 1))  # type: ignore[call-overload]
+    attn_dp = int(raw.get("attn_dp_size", 1))  # type: ignore[call-overload]
+    if raw.get("enable_dp_attention") and attn_dp <= 1:
+        attn_dp = dp  # 0.5.23 turns --dp-size N --enable-dp-attention into --attn-dp-size N
+    for name, value in (("--tp-size", tp), ("--dp-size", dp), ("--attn-dp-size", attn_dp)):
+        if value < 1:
+            raise UsageError(f"{name} {value}: must be a positive integer")
+    if attn_dp > 1 and tp % attn_dp:
+        raise UsageError(f"--attn-dp-size {attn_dp} must divide --tp-size {tp}")
+    f = raw.get("mem_fraction_static")
+    if f is not None and not 0.0 < float(f) < 1.0:  # type: ignore[arg-type]
+        raise UsageError(f"--mem-fraction-static {f}: must be between 0 and 1 (exclusive)")
+    graph_bs = raw.get("cuda_graph_max_bs_decode", raw.get("cuda_graph_max_bs"))
+    disabled = bool(raw.get("disable_cuda_graph"))
+    return ServerArgs(
+        model_path=str(raw["model_path"]), tp_size=tp, pp_size=int(raw.get("pp_size", 1)),  # type: ignore[call-overload]
+        dp_size=dp, attn_dp_size=attn_dp, ep_size=int(raw.get("ep_size", 1)),  # type: ignore[call-overload]
+        mem_fraction_static=None if f is None else float(f),  # type: ignore[arg-type]
+        kv_cache_dtype=str(raw.get("kv_cache_dtype", "auto")),
+        context_length=raw.get("context_length"),  # type: ignore[arg-type]
+        cuda_graph_max_bs=None if graph_bs is None else int(graph_bs),  # type: ignore[call-overload]
+        decode_graph=not (disabled or raw.get("disable_decode_cuda_graph")
+                          or raw.get("cuda_graph_backend_decode") == "disabled"),
+        prefill_graph=not (disabled or raw.get("disable_prefill_cuda_graph")
+                           or raw.get("cuda_graph_backend_prefill") == "disabled"),
+        chunked_prefill_size=raw.get("chunked_prefill_size"),  # type: ignore[arg-type]
+        max_running_requests=raw.get("max_running_requests"),  # type: ignore[arg-type]
+        max_total_tokens=raw.get("max_total_tokens"),  # type: ignore[arg-type]
+        page_size=int(raw.get("page_size") or 1),  # type: ignore[call-overload]
+        quantization=raw.get("quantization"),  # type: ignore[arg-type]
+        dtype=str(raw.get("dtype", "auto")),
+        speculative_algorithm=raw.get("speculative_algorithm"),  # type: ignore[arg-type]
+        speculative_draft_model_path=raw.get("speculative_draft_model_path"),  # type: ignore[arg-type]
+        speculative_num_draft_tokens=raw.get("speculative_num_draft_tokens"),  # type: ignore[arg-type]
+        disable_custom_all_reduce=bool(raw.get("disable_custom_all_reduce")),
+        enable_symm_mem=bool(raw.get("enable_symm_mem")),
+        enable_nccl_nvls=bool(raw.get("enable_nccl_nvls")),
+    )

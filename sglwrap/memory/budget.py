@@ -1,0 +1,149 @@
+"""The budget in SGLang's own order: P before weights, W, KV = P*f - W, tokens, then the runtime slack P*(1-f).
+
+Formulas: ``srt/mem_cache/kv_cache_configurator.py:2990-3060`` (``_profile_available_bytes``),
+``srt/model_executor/pool_configurator.py:637-647`` (tokens) and ``:85-99`` (the "Not enough memory" check),
+``kv_cache_configurator.py:3119-3172`` (max running requests -> req_to_token). All sizes are bytes per rank on
+the most constrained rank (SGLang takes the minimum over ranks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sglwrap.memory.args import ServerArgs
+from sglwrap.memory.cells import Cell
+from sglwrap.memory.defaults import Resolved
+from sglwrap.memory.model import ModelShape
+from sglwrap.memory.nccl import NcclCost
+from sglwrap.memory.weights import Weights
+
+MIB = 1 << 20
+GIB = 1 << 30
+CUDA_CONTEXT_BYTES = int(528.875 * MIB)  # measured: torch 2.11 + CUDA 13 on H200 (shared/docs/measurements-h200.md)
+DRIVER_RESERVED_BYTES = int((143771 - 143155.9375) * MIB)  # nvidia-smi total - cudaMemGetInfo total, H200
+DECODE_GRAPH_BYTES_PER_BS = 8 * MIB  # calibrated on the real logs 01 (11.9 MiB/bs) and 05 (5.7 MiB/bs)
+VLM_CACHE_BYTES = 100 * MIB  # SGLANG_VLM_CACHE_SIZE_MB default (kv_cache_configurator.py:202-219)
+SYMM_MEM_BYTES = 4 * GIB  # --enable-symm-mem preallocation (memory_hook.py:349-353)
+CUSTOM_AR_BYTES = 3 * 8 * MIB  # custom all-reduce IPC buffers, ~3 x _MAX_CAR_SIZE (custom_all_reduce.py:42-140)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Numbers read off a real run, replacing the predicted P (free before weights) and W (weights)."""
+
+    avail_before_weights_bytes: int | None = None
+    weights_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Every term of one rank's budget, in bytes, and the derived pool."""
+
+    gpu_total: int
+    driver_reserved: int
+    cuda_context: int
+    other_processes: int
+    nccl_init: int
+    custom_allreduce: int
+    pre_weights_free: int  # P
+    p_source: str
+    weights: int  # W
+    w_source: str
+    mem_fraction_static: float
+    mfs_source: str
+    static_limit: int  # P*f
+    mm_reserve: int
+    kv_budget: int  # P*f - W - mm  (SGLang's rest_memory)
+    cell_bytes: int
+    page_size: int
+    kv_tokens: int
+    kv_pool: int
+    slack: int  # P*(1-f)
+    req_to_token: int
+    decode_graphs: int
+    prefill_graphs: int
+    activations: int
+    nccl_late: int
+    symm_mem: int
+    runtime_need: int
+    max_running_requests: int
+    context_len: int
+    min_mem_fraction_static: float
+    sglang_suggested_mfs: float | None  # what 0.5.23's error would print
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def runtime_free(self) -> int:
+        """What the slack keeps after everything allocated after the KV pool."""
+        return self.slack - self.runtime_need
+
+
+def _max_reqs(args: ServerArgs, tokens: int, context_len: int) -> int:
+    estimated = min(max(int(tokens / max(1, context_len) * 512), 2048), 4096)
+    cap = args.max_running_requests // max(1, args.attn_dp_size) if args.max_running_requests else estimated
+    return max(1, min(cap, max(1, tokens // 2)))
+
+
+def _activations(shape: ModelShape, args: ServerArgs, cps: int) -> int:
+    """Peak prefill activations for one chunk: tokens x widest per-rank layer x bf16 x 4 live buffers + 256 MiB
+    of attention metadata. An estimate (documented in docs/memory-model.md), not SGLang's formula."""
+    tokens = max(cps, 2048) if cps > 0 else 2048
+    inter = shape.moe_intermediate_size * 8 if shape.is_moe else shape.intermediate_size
+    width = max(shape.hidden_size, 2 * inter // max(1, args.tp_size))
+    return tokens * width * 2 * 4 + 256 * MIB
+
+
+def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Cell, weights: Weights,
+            gpu_total: int, other_processes: int, nccl: NcclCost, p2p: bool, observed: Observed) -> Budget:
+    """One rank's budget; ``gpu_total`` is the smallest GPU's nvidia-smi total in bytes."""
+    notes: list[str] = []
+    world_tp = args.tp_size
+    comms = (1 if world_tp > 1 else 0) + (1 if args.pp_size > 1 else 0)
+    nccl_init = nccl.process_fixed_bytes + comms * nccl.per_comm_bytes if comms else 0
+    custom_ar = CUSTOM_AR_BYTES if (world_tp > 1 and p2p and not args.disable_custom_all_reduce) else 0
+    if observed.avail_before_weights_bytes is not None:
+        p = observed.avail_before_weights_bytes
+        p_source = "observed (--avail-before-weights-gib)"
+    else:
+        p = gpu_total - DRIVER_RESERVED_BYTES - CUDA_CONTEXT_BYTES - nccl_init - custom_ar - other_processes
+        p_source = "predicted"
+    if observed.weights_bytes is not None:
+        w, w_source = observed.weights_bytes, "observed (--weights-gib)"
+    else:
+        w, w_source = weights.per_rank_bytes, weights.source
+    f = resolved.mem_fraction_static
+    mm = VLM_CACHE_BYTES if shape.is_multimodal else 0
+    static_limit = int(p * f)
+    rest = static_limit - w - mm
+    tokens = rest // cell.bytes_per_token if rest > 0 else 0
+    tokens = tokens // args.page_size * args.page_size
+    if args.max_total_tokens is not None and tokens > args.max_total_tokens:
+        tokens = args.max_total_tokens
+        notes.append(f"--max-total-tokens {args.max_total_tokens} caps the pool below what fits")
+    context_len = args.context_length or shape.context_len
+    reqs = _max_reqs(args, tokens, context_len)
+    req_to_token = (reqs + 1) * context_len * 4
+    decode_graphs = resolved.decode_max_bs * DECODE_GRAPH_BYTES_PER_BS if args.decode_graph else 0
+    prefill_graphs = (1536 * MIB if shape.is_mla else 8 * MIB * resolved.prefill_graph_sizes) \
+        if args.prefill_graph else 0
+    acts = _activations(shape, args, resolved.chunked_prefill_size)
+    late = nccl.per_comm_bytes if world_tp > 1 else 0  # torch ProcessGroupNCCL, created at first eager collective
+    symm = SYMM_MEM_BYTES if args.enable_symm_mem else 0
+    slack = p - static_limit
+    need = req_to_token + decode_graphs + prefill_graphs + acts + late + symm
+    min_f = (w + mm + cell.bytes_per_token * args.page_size) / p if p > 0 else 1.0
+    suggested = None
+    if p > 0 and rest <= 0:
+        import math
+
+        suggested = math.ceil((1 - (p - w) / p) * 1000) / 1000
+    return Budget(
+        gpu_total=gpu_total, driver_reserved=DRIVER_RESERVED_BYTES if observed.avail_before_weights_bytes is None
+        else 0, cuda_context=CUDA_CONTEXT_BYTES, other_processes=other_processes, nccl_init=nccl_init,
+        custom_allreduce=custom_ar, pre_weights_free=p, p_source=p_source, weights=w, w_source=w_source,
+        mem_fraction_static=f, mfs_source=resolved.mfs_source, static_limit=static_limit, mm_reserve=mm,
+        kv_budget=rest, cell_bytes=cell.bytes_per_token, page_size=args.page_size, kv_tokens=tokens,
+        kv_pool=tokens * cell.bytes_per_token, slack=slack, req_to_token=req_to_token,
+        decode_graphs=decode_graphs, prefill_graphs=prefill_graphs, activations=acts, nccl_late=late,
+        symm_mem=symm, runtime_need=need, max_running_requests=reqs, context_len=context_len,
+        min_mem_fraction_static=min_f, sglang_suggested_mfs=suggested, notes=tuple(notes))

@@ -1,0 +1,115 @@
+"""Verdict, the error SGLang would print, sentences with numbers, and the single change that fixes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sglwrap.memory.budget import GIB, Budget
+
+VERDICTS = ("fits", "kv_pool_oom", "graph_oom_risk", "weights_dont_fit")
+
+
+def gib(n: float) -> str:
+    """Bytes as GiB with two decimals (SGLang's logs print GiB as 'GB')."""
+    return f"{n / GIB:.2f} GiB"
+
+
+def _vkey(v: str | None) -> tuple[int, ...]:
+    out = []
+    for part in (v or "0.5.23").split("+")[0].split("."):
+        digits = "".join(c for c in part if c.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What will happen, what SGLang would say, and the one change that avoids it."""
+
+    kind: str
+    sglang_error: str | None
+    fix: str | None
+    sentences: tuple[str, ...]
+
+
+def sglang_error(kind: str, b: Budget, version: str | None) -> str | None:
+    """The text this SGLang version prints for the predicted failure (0.5.23 texts verified in its source)."""
+    new = _vkey(version) >= (0, 5, 23)
+    f = b.mem_fraction_static
+    if kind == "weights_dont_fit":
+        return "torch.OutOfMemoryError: CUDA out of memory (while loading weights)"
+    if kind == "kv_pool_oom":
+        if b.kv_budget <= 0 and new:
+            minimum = 1 - (b.pre_weights_free - b.weights) / b.pre_weights_free
+            return (f"ValueError: Loaded weights leave no GPU memory for the KV cache under "
+                    f"--mem-fraction-static={f}. Raise --mem-fraction-static above {b.sglang_suggested_mfs:.3f} "
+                    f"(minimum viable = 1 - available/pre = {minimum:.4f}). If using speculative decoding, "
+                    f"draft weights are now counted.")
+        msg = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+        return msg + (f" Current value: mem_fraction_static={f}" if new else "")
+    if kind == "graph_oom_risk":
+        return "torch.OutOfMemoryError during CUDA graph capture (SGLang: 'Capture cuda graph failed' ... " \
+               "'set --mem-fraction-static to a smaller value')"
+    return None
+
+
+def classify(b: Budget) -> str:
+    """weights_dont_fit > kv_pool_oom > graph_oom_risk > fits."""
+    if b.weights >= b.pre_weights_free:
+        return "weights_dont_fit"
+    if b.kv_budget <= 0 or b.kv_tokens <= 0:
+        return "kv_pool_oom"
+    if b.runtime_need > b.slack:
+        return "graph_oom_risk"
+    return "fits"
+
+
+def _fix(kind: str, b: Budget, tp: int, graph_flag: str) -> str | None:
+    if kind == "weights_dont_fit":
+        return (f"the weights ({gib(b.weights)}/rank) exceed all free memory ({gib(b.pre_weights_free)}): "
+                f"use more GPUs (--tp-size {tp * 2}) or a quantised checkpoint")
+    if kind == "kv_pool_oom":
+        need = b.min_mem_fraction_static
+        f_new = min(0.99, round(need + 0.02, 2))
+        slack_new = b.pre_weights_free * (1 - f_new)
+        if need >= 0.99 or slack_new < b.runtime_need - b.decode_graphs:
+            return (f"--mem-fraction-static would have to be at least {need:.3f}, which leaves too little for "
+                    f"graphs and activations: use more GPUs (--tp-size {tp * 2}) or a smaller checkpoint")
+        return f"--mem-fraction-static {f_new} (the pool needs at least {need:.3f})"
+    if kind == "graph_oom_risk":
+        over = b.runtime_need - b.slack
+        if b.decode_graphs > over:
+            per_bs = b.decode_graphs // max(1, b.decode_graphs // (8 << 20))
+            bs = max(1, (b.decode_graphs - over) // max(1, per_bs))
+            return f"{graph_flag} {int(bs)} (decode graphs take {gib(b.decode_graphs)})"
+        f_new = max(b.min_mem_fraction_static, 1 - b.runtime_need / b.pre_weights_free)
+        return f"--mem-fraction-static {f_new:.2f} (more runtime slack, fewer KV tokens)"
+    return None
+
+
+def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str) -> Verdict:
+    """The verdict and the sentences that explain it, each with its numbers."""
+    kind = classify(b)
+    s = [
+        f"Before weights each rank has P = {gib(b.pre_weights_free)} free ({b.p_source}): "
+        f"{gib(b.gpu_total)} total - {gib(b.driver_reserved)} driver - {gib(b.cuda_context)} CUDA context - "
+        f"{gib(b.nccl_init)} NCCL at init - {gib(b.other_processes)} other processes.",
+        f"--mem-fraction-static {b.mem_fraction_static:.3f} ({b.mfs_source}) gives a static limit P*f = "
+        f"{gib(b.static_limit)}; weights take W = {gib(b.weights)} ({b.w_source}).",
+    ]
+    if b.kv_budget > 0:
+        s.append(f"The KV pool gets P*f - W = {gib(b.kv_budget)} = {b.kv_tokens:,} tokens of "
+                 f"{b.cell_bytes:,} B each (page {b.page_size}).")
+    else:
+        s.append(f"P*f - W = {gib(b.kv_budget)}: nothing is left for the KV cache; the smallest "
+                 f"--mem-fraction-static that holds one page is {b.min_mem_fraction_static:.3f}.")
+    s.append(f"After the pool, the runtime slack P*(1-f) = {gib(b.slack)} must hold req_to_token "
+             f"{gib(b.req_to_token)}, decode graphs {gib(b.decode_graphs)}, prefill graphs {gib(b.prefill_graphs)}, "
+             f"activations {gib(b.activations)} and a lazily created NCCL communicator {gib(b.nccl_late)} "
+             f"({gib(b.runtime_need)} in all, {gib(b.runtime_free)} left).")
+    if b.mem_fraction_static < 1:
+        s.append(f"Each extra GiB of NCCL memory before the baseline costs the KV pool "
+                 f"{b.mem_fraction_static:.2f} GiB (it shrinks P); one allocated after the baseline but before KV "
+                 f"sizing costs a full GiB; one after KV sizing only eats the slack.")
+    s.extend(b.notes)
+    return Verdict(kind, sglang_error(kind, b, version), _fix(kind, b, tp, graph_flag), tuple(s))

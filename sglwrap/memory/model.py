@@ -1,0 +1,230 @@
+"""A model's shape from its ``config.json``: a local directory, the local Hugging Face cache, or the catalogue.
+
+Only what the memory budget needs is read, with SGLang 0.5.23's own rules for it
+(``srt/configs/model_config.py``: ``_derive_model_shapes`` 1341-1480, ``get_total_num_kv_heads`` 1626-1690;
+``srt/utils/hf_transformers/common.py:668-694`` ``get_context_length``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sglwrap.errors import ConfigError
+
+CATALOGUE_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
+
+# Architectures SGLang 0.5.23 runs with MLA (model_config.py:1367-1401, the ones we may meet).
+MLA_ARCHS = frozenset({
+    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN",
+    "KimiK25ForConditionalGeneration", "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM", "MistralLarge3ForCausalLM",
+    "LongcatFlashForCausalLM", "KimiVLForConditionalGeneration", "DeepseekVL2ForCausalLM",
+})
+_CONTEXT_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
+_KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The geometry of one model as SGLang sizes it (text backbone of a multimodal wrapper)."""
+
+    name: str
+    source: str  # where config.json came from
+    directory: str | None  # local directory holding config.json (weights may sit beside it)
+    architecture: str
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int  # total, before TP
+    head_dim: int
+    v_head_dim: int
+    is_mla: bool
+    kv_lora_rank: int | None
+    qk_rope_head_dim: int | None
+    qk_nope_head_dim: int | None
+    q_lora_rank: int | None
+    context_len: int
+    hidden_size: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    torch_dtype: str
+    n_routed_experts: int
+    moe_intermediate_size: int
+    n_shared_experts: int
+    first_k_dense: int
+    quant_method: str | None
+    quant_bits: int | None
+    quant_group_size: int | None
+    quant_scope: str  # "all-linear" or "routed-experts"
+    is_multimodal: bool
+    vision_params: int  # parameters of a vision tower, 0 when none
+    sliding_window: int | None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_routed_experts > 0
+
+
+def _hf_cache_dir(name: str) -> Path | None:
+    """The snapshot directory of ``name`` in the local HF cache, offline; None if absent or no huggingface_hub."""
+    if "/" not in name:
+        return None
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    try:
+        hit = try_to_load_from_cache(name, "config.json")
+    except Exception:  # noqa: BLE001 - a malformed cache or repo id must not crash planning
+        return None
+    return Path(hit).parent if isinstance(hit, str) else None
+
+
+def catalogue_names() -> list[str]:
+    """Names of the built-in configs (``sglwrap/data/models/<Name>/config.json``)."""
+    return sorted(p.parent.name for p in CATALOGUE_DIR.glob("*/config.json"))
+
+
+def _catalogue_dir(name: str) -> Path | None:
+    want = name.rstrip("/").rsplit("/", 1)[-1].lower()
+    want = want.removeprefix("meta-").removesuffix("-instruct")
+    for known in catalogue_names():
+        if known.lower() == want:
+            return CATALOGUE_DIR / known
+    return None
+
+
+def find_config(model_path: str) -> tuple[Path, str]:
+    """(config.json path, where it came from): local path, then the HF cache, then the catalogue."""
+    p = Path(model_path).expanduser()
+    if p.is_file() and p.name.endswith(".json"):
+        return p, f"file {p}"
+    if (p / "config.json").is_file():
+        return p / "config.json", f"local {p}"
+    hf = _hf_cache_dir(model_path)
+    if hf is not None and (hf / "config.json").is_file():
+        return hf / "config.json", f"hf-cache {hf}"
+    cat = _catalogue_dir(model_path)
+    if cat is not None:
+        return cat / "config.json", f"catalogue {cat.name}"
+    raise ConfigError(
+        f"--model-path {model_path}: no config.json found (not a local directory, not in the local Hugging Face "
+        f"cache); built-in configs: {', '.join(catalogue_names())}")
+
+
+def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    for key in ("text_config", "llm_config", "language_config"):
+        sub = cfg.get(key)
+        if isinstance(sub, dict) and sub.get("num_hidden_layers"):
+            return sub
+    return cfg
+
+
+def context_length(tc: dict[str, Any]) -> int:
+    """SGLang's ``get_context_length``: the first length key, times a rope factor unless llama3/original set."""
+    rope = tc.get("rope_scaling") or {}
+    factor = rope.get("factor", 1) if isinstance(rope, dict) and rope else 1
+    if isinstance(rope, dict) and ("original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3"):
+        factor = 1
+    for key in _CONTEXT_KEYS:
+        if tc.get(key) is not None:
+            return int(factor * tc[key])
+    return 2048
+
+
+def _kv_heads(tc: dict[str, Any], model_type: str | None) -> int:
+    if tc.get("multi_query") and not tc.get("new_decoder_architecture"):
+        return 1
+    for key in _KV_HEAD_KEYS:
+        if tc.get(key) is not None:
+            return int(tc[key])
+    return int(tc["num_attention_heads"])
+
+
+def _quant(cfg: dict[str, Any], tc: dict[str, Any]) -> tuple[str | None, int | None, int | None, str]:
+    q = cfg.get("quantization_config") or tc.get("quantization_config")
+    if not isinstance(q, dict):
+        return None, None, None, "all-linear"
+    method = str(q.get("quant_method") or q.get("quantization") or "unknown")
+    bits = q.get("bits") or q.get("w_bit")
+    group = q.get("group_size") or q.get("q_group_size")
+    scope = "all-linear"
+    if method == "fp8":
+        bits = 8
+    groups = q.get("config_groups")
+    if isinstance(groups, dict) and groups:  # compressed-tensors
+        w = next(iter(groups.values())).get("weights", {})
+        bits = w.get("num_bits", bits)
+        group = w.get("group_size", group)
+        ignore = " ".join(str(x) for x in q.get("ignore", ()))
+        if "self_attn" in ignore or "shared_experts" in ignore:
+            scope = "routed-experts"
+    return method, None if bits is None else int(bits), None if group is None else int(group), scope
+
+
+def _vision_params(cfg: dict[str, Any]) -> int:
+    v = cfg.get("vision_config")
+    if not isinstance(v, dict):
+        return 0
+    layers = int(v.get("num_hidden_layers") or v.get("depth") or v.get("vt_num_hidden_layers") or 24)
+    hidden = int(v.get("hidden_size") or v.get("vt_hidden_size") or v.get("embed_dim") or 1024)
+    inter = int(v.get("intermediate_size") or v.get("vt_intermediate_size") or 4 * hidden)
+    return layers * (4 * hidden * hidden + 2 * hidden * inter)
+
+
+def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory: str | None) -> ModelShape:
+    """Build a ModelShape from a parsed config.json dict (SGLang 0.5.23's rules)."""
+    try:
+        tc = _text_config(cfg)
+        arch = (cfg.get("architectures") or tc.get("architectures") or ["?"])[0]
+        heads = int(tc["num_attention_heads"])
+        hidden = int(tc["hidden_size"])
+        head_dim = int(tc.get("head_dim") or hidden // heads)
+        v_head_dim = int(tc.get("v_head_dim") or head_dim)
+        is_mla = arch in MLA_ARCHS and tc.get("kv_lora_rank") is not None
+        method, bits, group, scope = _quant(cfg, tc)
+        sliding = tc.get("sliding_window") if tc.get("use_sliding_window", True) else None
+        return ModelShape(
+            name=name, source=source, directory=directory, architecture=str(arch),
+            num_layers=int(tc["num_hidden_layers"]), num_attention_heads=heads,
+            num_kv_heads=_kv_heads(tc, cfg.get("model_type")),
+            head_dim=256 if is_mla else head_dim,  # SGLang's placeholder for MLA (model_config.py:1396)
+            v_head_dim=int(tc["v_head_dim"]) if is_mla else v_head_dim,
+            is_mla=is_mla,
+            kv_lora_rank=int(tc["kv_lora_rank"]) if is_mla else None,
+            qk_rope_head_dim=int(tc["qk_rope_head_dim"]) if is_mla else None,
+            qk_nope_head_dim=int(tc["qk_nope_head_dim"]) if is_mla else None,
+            q_lora_rank=tc.get("q_lora_rank") if is_mla else None,
+            context_len=context_length(tc), hidden_size=hidden,
+            intermediate_size=int(tc.get("intermediate_size") or 4 * hidden),
+            vocab_size=int(tc.get("vocab_size") or cfg.get("vocab_size") or 32000),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", tc.get("tie_word_embeddings", False))),
+            torch_dtype=str(tc.get("torch_dtype") or cfg.get("torch_dtype") or tc.get("dtype") or "bfloat16"),
+            n_routed_experts=int(tc.get("n_routed_experts") or tc.get("num_experts") or tc.get("num_local_experts")
+                                 or 0),
+            moe_intermediate_size=int(tc.get("moe_intermediate_size") or tc.get("intermediate_size") or 0),
+            n_shared_experts=int(tc.get("n_shared_experts") or 0),
+            first_k_dense=int(tc.get("first_k_dense_replace") or 0),
+            quant_method=method, quant_bits=bits, quant_group_size=group, quant_scope=scope,
+            is_multimodal="vision_config" in cfg,
+            vision_params=_vision_params(cfg),
+            sliding_window=int(sliding) if isinstance(sliding, int) else None,
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConfigError(f"{source}: config.json lacks what the memory model needs ({type(e).__name__}: {e})") \
+            from None
+
+
+def load_shape(model_path: str) -> ModelShape:
+    """Find and read the model's config.json (see ``find_config``)."""
+    path, source = find_config(model_path)
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read config.json: {e}") from None
+    return shape_from_config(cfg, name=model_path.rstrip("/").rsplit("/", 1)[-1], source=source,
+                             directory=str(path.parent))

@@ -1,0 +1,129 @@
+"""Weight bytes per rank: exact totals from the checkpoint when it is local, else parameters x stored dtype.
+
+The split over ranks follows how SGLang shards: attention by the attention-TP group (``tp / attn_dp``; MLA's
+``q_a``/``kv_a`` projections replicated), dense MLP, experts, shared experts and vocab by TP (EP only moves
+experts between the same TP ranks), norms, router and a vision tower replicated.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from sglwrap.memory.model import ModelShape
+
+_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 2.0, "fp8": 1.0}  # fp32 checkpoints load as bf16
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Weight bytes: the whole checkpoint and the most loaded rank's share."""
+
+    total_bytes: int
+    per_rank_bytes: int
+    source: str  # "index total_size", "safetensors headers", "weights.json", "params x dtype"
+    params_total: int
+
+
+def _exact_total(directory: str | None) -> tuple[int, str] | None:
+    if directory is None:
+        return None
+    d = Path(directory)
+    for name, label in (("model.safetensors.index.json", "index total_size"), ("weights.json", "weights.json")):
+        p = d / name
+        if p.is_file():
+            try:
+                raw = json.loads(p.read_text(encoding="utf-8"))
+                total = raw.get("metadata", {}).get("total_size") if "metadata" in raw else raw.get("total_size")
+                if total:
+                    return int(total), f"{label} ({p})"
+            except (OSError, json.JSONDecodeError, ValueError):
+                pass
+    total = 0
+    for st in sorted(d.glob("*.safetensors")):
+        try:
+            with st.open("rb") as fh:
+                n = struct.unpack("<Q", fh.read(8))[0]
+                header = json.loads(fh.read(n))
+            total += sum(v["data_offsets"][1] - v["data_offsets"][0] for k, v in header.items()
+                         if k != "__metadata__")
+        except (OSError, ValueError, KeyError, struct.error):
+            return None
+    return (total, f"safetensors headers ({d})") if total else None
+
+
+def _linear_bytes(shape: ModelShape, online_quant: str | None) -> float:
+    """Bytes per parameter of a quantised linear layer."""
+    if online_quant in ("fp8", "w8a8_fp8", "modelopt_fp8"):
+        return 1.0
+    if shape.quant_method is None:
+        return _DTYPE_BYTES.get(shape.torch_dtype, 2.0)
+    bits = shape.quant_bits or 8
+    group = shape.quant_group_size or 0
+    scale = 2.0 / group if group else 4.0 / (128 * 128)  # bf16 scale per group; fp8 block scales
+    return bits / 8 + scale
+
+
+def _layer_params(shape: ModelShape, attn_tp: int, tp: int) -> tuple[float, float, float, float]:
+    """(attention sharded, attention replicated, dense-MLP/shared sharded, routed experts) params per layer."""
+    h = shape.hidden_size
+    if shape.is_mla:
+        nope, rope, v = shape.qk_nope_head_dim or 0, shape.qk_rope_head_dim or 0, shape.v_head_dim
+        heads = shape.num_attention_heads
+        q_rank = shape.q_lora_rank
+        repl = h * ((q_rank or 0) + (shape.kv_lora_rank or 0) + rope)
+        sharded = heads * ((q_rank or h) * (nope + rope) + (shape.kv_lora_rank or 0) * (nope + v) + v * h)
+    else:
+        hd = shape.head_dim
+        kv = shape.num_kv_heads
+        repl = 0.0
+        kv_per_rank = max(1, kv // attn_tp) * attn_tp  # replicated KV heads count once per rank
+        sharded = h * shape.num_attention_heads * hd * 2 + h * kv_per_rank * hd * 2
+    return float(sharded), float(repl), 0.0, 0.0
+
+
+def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_quant: str | None = None
+                    ) -> tuple[float, float]:
+    """(total bytes, most loaded rank's bytes) from the config alone."""
+    h, layers = shape.hidden_size, shape.num_layers
+    base = _DTYPE_BYTES.get(shape.torch_dtype, 2.0)
+    lin = _linear_bytes(shape, online_quant)
+    attn_lin = base if shape.quant_scope == "routed-experts" else lin
+    sharded, repl, _, _ = _layer_params(shape, attn_tp, tp)
+    total = rank = 0.0
+    # attention (sharded by attn_tp) and its replicated down-projections
+    total += layers * (sharded * attn_lin + repl * attn_lin)
+    rank += layers * (sharded * attn_lin / attn_tp + repl * attn_lin)
+    mlp_dense = 3 * h * shape.intermediate_size
+    if shape.is_moe:
+        moe_layers = layers - shape.first_k_dense
+        experts = shape.n_routed_experts * 3 * h * shape.moe_intermediate_size
+        shared = shape.n_shared_experts * 3 * h * shape.moe_intermediate_size
+        router = shape.n_routed_experts * h
+        total += moe_layers * (experts * lin + shared * attn_lin + router * base) + shape.first_k_dense * mlp_dense * attn_lin
+        rank += moe_layers * (experts * lin / tp + shared * attn_lin / tp + router * base) \
+            + shape.first_k_dense * mlp_dense * attn_lin / tp
+    else:
+        total += layers * mlp_dense * lin
+        rank += layers * mlp_dense * lin / tp
+    vocab = shape.vocab_size * h * (1 if shape.tie_word_embeddings else 2)
+    total += vocab * base
+    rank += vocab * base / tp
+    norms = layers * 2 * h * base
+    vision = shape.vision_params * base
+    total += norms + vision
+    rank += norms + vision
+    return total, rank
+
+
+def weights_for(shape: ModelShape, *, tp: int, attn_tp: int, pp: int = 1, online_quant: str | None = None) -> Weights:
+    """Weight bytes of the most loaded rank; an exact checkpoint total rescales the estimate."""
+    est_total, est_rank = estimate_params(shape, tp=tp, attn_tp=attn_tp, online_quant=online_quant)
+    est_rank /= pp
+    exact = None if online_quant else _exact_total(shape.directory)
+    if exact is not None:
+        total, source = exact
+        return Weights(total, int(total * est_rank / est_total), source, int(est_total))
+    return Weights(int(est_total), int(est_rank), "params x dtype (no checkpoint index found)", int(est_total))

@@ -52,8 +52,10 @@ def test_gpu_count_blocks_when_short_and_names_cvd() -> None:
 
 def test_gpu_count_no_gpu_is_a_block_with_the_reason() -> None:
     facts = HostFacts(source="nvml", gpus=(), notes=("NVML could not start (Driver Not Loaded)",))
-    v = verdict(facts, "gpu-count", "--tp-size", "1")
+    v = verdict(facts, "gpu-count", "--tp-size", "1", "--device", "cuda")
     assert v.status is Status.BLOCK and "Driver Not Loaded" in v.reason and "--assume" in v.fix
+    assert verdict(facts, "gpu-count", "--tp-size", "1").status is Status.WARN
+    assert verdict(facts, "gpu-count", "--device", "cpu").status is Status.SKIP
 
 
 def test_gpu_count_per_node_with_nnodes() -> None:

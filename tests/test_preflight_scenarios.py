@@ -107,13 +107,22 @@ def test_fusion_on_h200_passes(story: Profile) -> None:
 # --- failure 2: custom all-reduce at TP=2 on PCIe ------------------------------------------------------------
 
 
-def test_custom_allreduce_two_pcie_gpus_downgrades_to_disable_flag() -> None:
-    r = run(box("2xRTX-PRO-6000"), load_profile("fewchan"), "--tp-size", "2")
+def test_custom_allreduce_two_pcie_gpus_downgrades_to_disable_flag(tmp_path: Path) -> None:
+    p = tmp_path / "auto.yaml"
+    p.write_text("name: auto\ndescription: d\nextends: fewchan\nfeatures:\n  custom_all_reduce: auto\n")
+    r = run(box("2xRTX-PRO-6000"), load_profile(str(p)), "--tp-size", "2")
     v = check(r, "custom-allreduce")
     assert v.status is Status.DOWNGRADE
     assert "--disable-custom-all-reduce" in v.fix and "2x slower" in v.reason
     assert r.profile.features["custom_all_reduce"] == "off"  # type: ignore[union-attr]
     assert r.verdict == "downgraded" and r.exit_code == 1
+
+
+def test_custom_allreduce_two_pcie_gpus_only_advises_when_the_profile_does_not_name_it() -> None:
+    r = run(box("2xRTX-PRO-6000"), load_profile("fewchan"), "--tp-size", "2")
+    v = check(r, "custom-allreduce")
+    assert v.status is Status.WARN and "--disable-custom-all-reduce" in v.fix
+    assert r.verdict == "ok" and "custom_all_reduce" not in r.profile.features  # type: ignore[union-attr]
 
 
 def test_custom_allreduce_eight_pcie_gpus_is_sglangs_own_business() -> None:

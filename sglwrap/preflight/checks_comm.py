@@ -171,6 +171,9 @@ def check_custom_allreduce(ctx: Context) -> Verdict:
     fix = "launch with --disable-custom-all-reduce (measure both with sglwrap bench-comm)"
     if mode == "require":
         return Verdict(cid, Status.WARN, f"profile requires it; {why}", fix)
+    if mode == "default":  # the profile does not name it: advise, do not rewrite the launch
+        return Verdict(cid, Status.WARN, why, fix + "; or set features.custom_all_reduce: auto in the profile to let "
+                       "preflight turn it off")
     from sglwrap.preflight.model import FeatureChange
 
     return Verdict(cid, Status.DOWNGRADE, f"custom_all_reduce set off: {why}", fix,

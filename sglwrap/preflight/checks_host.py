@@ -21,10 +21,16 @@ def check_gpu_count(ctx: Context) -> Verdict:
     shape = f"tp={a.tp} pp={a.pp} dp={a.dp}" + (f" attn-dp={a.attn_dp}" if a.attn_dp > 1 else "")
     if a.nnodes > 1:
         shape += f" over {a.nnodes} nodes"
+    device = a.get("device")
+    if device not in (None, "cuda"):
+        return Verdict(cid, Status.SKIP, f"--device {device}: no NVIDIA GPU needed")
     if not gpus:
         why = "; ".join(ctx.facts.notes) or "no GPU"
-        return Verdict(cid, Status.BLOCK, f"{shape} needs {need} GPU(s), this host has none ({why})",
-                       "run on a GPU machine, or plan with --assume 8xH200")
+        fix = "run on a GPU machine, or plan with --assume 8xH200"
+        if device is None:  # SGLang picks its device itself; it may run elsewhere than CUDA
+            return Verdict(cid, Status.WARN, f"{shape}: this host has no NVIDIA GPU ({why}); SGLang will choose "
+                           "another device or fail", fix + " (pass --device cuda to make this a block)")
+        return Verdict(cid, Status.BLOCK, f"{shape} needs {need} GPU(s), this host has none ({why})", fix)
     if len(gpus) < need:
         cvd = ctx.facts.cuda_visible_devices
         seen = f"{len(gpus)} visible" + (f" (CUDA_VISIBLE_DEVICES={cvd})" if cvd is not None else "")

@@ -3,7 +3,7 @@
 - the user wrote the flag            -> block (warn with ``--force``)
 - the profile says ``require``       -> block
 - the profile says ``prefer``        -> downgrade: the feature is dropped from the launch, with the reason
-- ``auto``/``off``/absent            -> pass (nothing asks for it)
+- ``auto``/``off``/absent (default) -> pass (nothing asks for it)
 """
 
 from __future__ import annotations

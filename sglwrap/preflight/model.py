@@ -65,10 +65,11 @@ class Context:
     force: bool = False
 
     def mode(self, feature: str) -> str:
-        """The profile's mode for ``feature`` (require, prefer, off, auto); auto when unset."""
+        """The profile's mode for ``feature`` (require, prefer, off, auto), or "default" when the profile does not
+        name it: SGLang's own default then stands, and preflight only advises (warn), it never rewrites."""
         if self.profile is None:
-            return "auto"
-        return self.profile.features.get(feature, "auto")
+            return "default"
+        return self.profile.features.get(feature, "default")
 
     @property
     def world(self) -> int:

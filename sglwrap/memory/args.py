@@ -14,6 +14,10 @@ _INT = ("tp_size", "pp_size", "dp_size", "attn_dp_size", "ep_size", "context_len
 _FLOAT = ("mem_fraction_static",)
 _STR = ("model_path", "kv_cache_dtype", "quantization", "dtype", "speculative_algorithm",
         "speculative_draft_model_path", "cuda_graph_backend_decode", "cuda_graph_backend_prefill")
+# older SGLang versions name some destinations after the long spelling (0.5.9: tensor_parallel_size)
+_DEST_ALIASES = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size",
+                 "data_parallel_size": "dp_size", "expert_parallel_size": "ep_size",
+                 "attention_data_parallel_size": "attn_dp_size"}
 _BOOL = ("enable_dp_attention", "disable_cuda_graph", "disable_decode_cuda_graph", "disable_prefill_cuda_graph",
          "disable_custom_all_reduce", "enable_symm_mem", "enable_nccl_nvls")
 
@@ -66,7 +70,7 @@ def _values(argv: Sequence[str], version: str | None) -> dict[str, object]:
     table = bundled_table(version)
     raw: dict[str, object] = {}
     for arg in parse_user_args(list(argv), table):
-        dest = arg.dest
+        dest = _DEST_ALIASES.get(arg.dest, arg.dest)
         try:
             if dest in _BOOL:
                 raw[dest] = True

@@ -1,0 +1,200 @@
+"""NCCL all-reduce latency and device memory per profile, measured on this machine's GPUs (``bench-comm``).
+
+sglwrap's own process never imports torch: each configuration runs in fresh worker processes, one per rank
+(``worker.py``), started with the environment a launch would give SGLang's workers (``runner.py``). The results
+follow nccl-tests (``results.py``, ``table.py``); ``sweep.py`` builds the ``--sweep`` grid and writes the
+winning profile; ``plot.py`` draws latency against message size.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from sglwrap import __version__
+from sglwrap.bench import results as res
+from sglwrap.bench.runner import SAFE_ENV, SGLANG_LAUNCHER_ENV, Config, ConfigRun, plan_environment, run_config
+from sglwrap.bench.sizes import ModelShape, Size
+from sglwrap.bench.table import Progress, config_block, header, summary
+from sglwrap.errors import ConfigError
+from sglwrap.profiles import load_profile
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """Everything one bench-comm run does, decided before any rank starts."""
+
+    profiles: tuple[str, ...]
+    sizes: tuple[Size, ...]
+    targets: tuple[int, ...]  # the sizes the winner is chosen for
+    backend: str = "nccl"
+    world_size: int = 2
+    modes: tuple[str, ...] = ("eager",)
+    dtype: str = "bfloat16"
+    graph_ops: int = 64
+    graph_bytes_cap: int = 1 << 30
+    model: ModelShape | None = None
+    sweep_dims: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    sweep_full: bool = False
+    timeout: float = 180.0
+    budget_s: float = 0.2
+    min_reps: int = 10
+    max_reps: int = 200
+    warmup: int = 5
+    python: str = sys.executable
+    allow_nvls: bool = False
+    argv: tuple[str, ...] = field(default=())
+
+
+def build_configs(opts: BenchOptions, environ: Mapping[str, str]) -> list[Config]:
+    """The profiles as given, then the sweep points on top of the first one."""
+    from sglwrap.bench.sweep import sweep_configs
+
+    configs: list[Config] = []
+    seen: set[str] = set()
+    for name in opts.profiles:
+        prof = load_profile(name, environ)
+        if prof.name in seen:
+            continue
+        seen.add(prof.name)
+        configs.append(Config(name=prof.name, profile=prof, base=prof.name))
+    if opts.sweep_dims:
+        configs += sweep_configs(configs[0].profile, opts.sweep_dims, full=opts.sweep_full)
+    return configs
+
+
+def worker_spec(opts: BenchOptions) -> dict[str, Any]:
+    return {"backend": opts.backend, "dtype": opts.dtype, "sizes": [s.nbytes for s in opts.sizes],
+            "modes": list(opts.modes), "graph_ops": opts.graph_ops, "graph_bytes_cap": opts.graph_bytes_cap,
+            "budget_s": opts.budget_s, "min_reps": opts.min_reps, "max_reps": opts.max_reps,
+            "warmup": opts.warmup, "allow_nvls": opts.allow_nvls,
+            "pg_timeout_s": max(30, int(opts.timeout))}
+
+
+def _flag_table(python: str, environ: Mapping[str, str]) -> Any:
+    from sglwrap.sglang_args import bundled_table, flag_table
+
+    try:
+        return flag_table(python, environ=dict(environ))
+    except ConfigError:
+        return bundled_table()
+
+
+def run_bench(opts: BenchOptions, environ: Mapping[str, str] | None = None, *, stream: TextIO | None = None,
+              progress: bool = True) -> tuple[dict[str, Any], dict[str, Config]]:
+    """Measure every configuration in turn; the JSON document and the configurations by name."""
+    env = dict(os.environ if environ is None else environ)
+    err = stream or sys.stderr
+    configs = build_configs(opts, env)
+    table = _flag_table(opts.python, env)
+    spec = worker_spec(opts)
+    doc = _document(opts, env, len(configs))
+    bar = Progress(len(configs), err, enabled=progress)
+    printed_header = False
+    runs: list[ConfigRun] = []
+    for i, cfg in enumerate(configs):
+        full_env, env_set, warnings, site = plan_environment(cfg.profile, table, python=opts.python, environ=env,
+                                                             allow_nvls=opts.allow_nvls)
+        bar.start(i, cfg.name)
+        status, error, logs, wall = run_config(cfg, spec, full_env, python=opts.python, world=opts.world_size,
+                                               timeout=opts.timeout, on_phase=bar.phase)
+        bar.done(status, wall)
+        _forget_temp_run_dir(site)
+        run = ConfigRun(config=cfg, status=status, error=error, ranks=logs, env_set=env_set, warnings=warnings,
+                        sitecustomize=str(site), wall_s=wall)
+        runs.append(run)
+        rows = res.rows_for(run, opts.sizes, opts.world_size)
+        conf = res.config_doc(run)
+        doc["configs"].append(conf)
+        doc["results"] += rows
+        if status == "ok" and not doc["devices"]:
+            _fill_devices(doc, run)
+        if not printed_header and (status == "ok" or i == len(configs) - 1):
+            err.write(header(doc))
+            printed_header = True
+        err.write(config_block(conf, rows))
+        err.flush()
+    if not printed_header:
+        err.write(header(doc))
+    order = [c.name for c in configs]
+    winner = res.pick_winner(doc["results"], order, list(opts.targets))
+    doc["winner"] = res.winner_doc(winner)
+    doc["end_time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    sizes_shown = sorted(set(opts.targets) | {opts.sizes[-1].nbytes}) if opts.sizes else []
+    err.write(summary(doc, sizes_shown))
+    err.flush()
+    return doc, {c.name: c for c in configs}
+
+
+def _forget_temp_run_dir(site: Any) -> None:
+    """Remove a run dir that ``run_dir_for`` made with mkdtemp (no runtime dir here); persistent ones stay."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    d = Path(site).parent
+    if d.parent == Path(tempfile.gettempdir()) and d.name.startswith("sglwrap-"):
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _fill_devices(doc: dict[str, Any], run: ConfigRun) -> None:
+    for lg in run.ranks:
+        info = (lg.result or {}).get("info", {})
+        doc["devices"].append({"rank": lg.rank, "pid": (lg.env_event or {}).get("pid"),
+                               "device": info.get("device"), "pci_bus_id": info.get("pci_bus_id"),
+                               "total_bytes": info.get("total_bytes"), "context_bytes": info.get("context_bytes"),
+                               "hostname": info.get("hostname")})
+        doc["nccl_version"] = doc["nccl_version"] or info.get("nccl_version")
+        doc["torch_version"] = doc["torch_version"] or info.get("torch_version")
+
+
+def _document(opts: BenchOptions, env: Mapping[str, str], n_configs: int) -> dict[str, Any]:
+    modes_text = " and ".join("eager (back-to-back calls)" if m == "eager" else
+                              f"graph (CUDA graph of up to {opts.graph_ops} all-reduces, per op)"
+                              for m in opts.modes)
+    model = None
+    if opts.model is not None:
+        m = opts.model
+        model = {"name": m.name, "hidden_size": m.hidden_size, "num_layers": m.num_layers, "dtype": m.dtype,
+                 "graph_ops": m.graph_ops, "source": m.source}
+    return {
+        "sglwrap_bench": SCHEMA,
+        "version": __version__,
+        "start_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "end_time": None,
+        "args": list(opts.argv),
+        "host": os.uname().nodename,
+        "env": {k: v for k, v in sorted(env.items()) if k.startswith(("NCCL_", "CUDA_", "TORCH_", "SGLWRAP_"))},
+        "nccl_version": None,
+        "torch_version": None,
+        "config": {
+            "backend": opts.backend, "world_size": opts.world_size, "dtype": opts.dtype,
+            "modes": list(opts.modes), "modes_text": modes_text,
+            "sizes": [{"size_bytes": s.nbytes, "label": s.label} for s in opts.sizes],
+            "targets": list(opts.targets), "budget_s": opts.budget_s, "min_reps": opts.min_reps,
+            "max_reps": opts.max_reps, "warmup": opts.warmup, "graph_ops": opts.graph_ops,
+            "timeout_s": opts.timeout, "model": model, "n_configs": n_configs,
+            "sweep": {"dims": [[d, list(v)] for d, v in opts.sweep_dims], "full": opts.sweep_full}
+            if opts.sweep_dims else None,
+            "sglang_launcher_env": {k: v for k, (v, _) in SGLANG_LAUNCHER_ENV.items()},
+            "safety_env": {} if opts.allow_nvls else dict(SAFE_ENV),
+            "python": opts.python,
+        },
+        "devices": [],
+        "configs": [],
+        "results": [],
+        "winner": None,
+        "written_profile": None,
+        "outputs": {},
+    }
+
+
+def failed(doc: Mapping[str, Any]) -> Sequence[str]:
+    """Names of the configurations that timed out or failed."""
+    return [c["name"] for c in doc["configs"] if c["status"] != "ok"]

@@ -1,0 +1,85 @@
+"""``--plot FILE``: median all-reduce latency against message size, one line per configuration, as a PNG.
+
+Solid lines are eager, dashed ones graph mode (per op); the model's message sizes are marked. Sweep points are
+drawn thinner than the profiles asked for by name. matplotlib is imported here only, with the Agg backend.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sglwrap.bench.output import write_new
+from sglwrap.bench.sizes import human
+from sglwrap.errors import SglwrapError
+
+MAX_LINES = 40
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SglwrapError("--plot needs matplotlib: pip install matplotlib", exit_code=2) from None
+    return plt
+
+
+def render_png(doc: Mapping[str, Any]) -> bytes:
+    """The plot as PNG bytes."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 6), dpi=110)
+    try:
+        lines: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        kinds: dict[str, str] = {}
+        for r in doc["results"]:
+            lines.setdefault((r["profile"], r["mode"]), []).append((r["size_bytes"], r["latency_us"]))
+            kinds[r["profile"]] = r.get("kind", "profile")
+        colors: dict[str, Any] = {}
+        cmap = plt.get_cmap("tab20")
+        for (name, mode), pts in list(lines.items())[:MAX_LINES]:
+            pts.sort()
+            color = colors.setdefault(name, cmap(len(colors) % 20))
+            sweep = kinds.get(name) == "sweep"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--" if mode == "graph" else "-",
+                    marker="o" if not sweep else ".", markersize=4 if not sweep else 3,
+                    linewidth=0.9 if sweep else 1.8, alpha=0.7 if sweep else 1.0, color=color,
+                    label=f"{name} ({mode})")
+        cfg = doc.get("config", {})
+        for s in cfg.get("sizes", []):
+            if s.get("label") and s["label"] != "given":
+                ax.axvline(s["size_bytes"], color="grey", linewidth=0.6, alpha=0.5)
+                ax.text(s["size_bytes"], 1.0, " " + s["label"], rotation=90, va="top", fontsize=6, color="grey",
+                        transform=ax.get_xaxis_transform())
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ticks = sorted({r["size_bytes"] for r in doc["results"]})
+        if ticks:
+            shown = ticks[:: max(1, len(ticks) // 12)]
+            ax.set_xticks(shown, [human(t) for t in shown], rotation=30, ha="right", fontsize=7)
+        ax.set_xlabel("message size")
+        ax.set_ylabel("median latency per all-reduce (us)")
+        devs = doc.get("devices") or []
+        what = f"{cfg.get('world_size')}x {devs[0].get('device') or 'cpu'}" if devs else f"{cfg.get('world_size')} ranks"
+        nccl = f", NCCL {doc['nccl_version']}" if doc.get("nccl_version") else ""
+        ax.set_title(f"all-reduce latency, {what}, backend {cfg.get('backend')}{nccl}", fontsize=10)
+        ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
+        if lines:
+            ax.legend(fontsize=6, ncol=2, loc="upper left")
+        else:
+            ax.text(0.5, 0.5, "no results", ha="center", transform=ax.transAxes)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        return buf.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def write_plot(doc: Mapping[str, Any], path: Path) -> Path:
+    """Write the PNG (never over an existing file: ``path.N`` then); returns the path written."""
+    return write_new(Path(path), render_png(doc))

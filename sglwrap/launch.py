@@ -244,6 +244,7 @@ class LaunchOptions:
     assume: str | None = None
     assume_stack: str | None = None
     force: bool = False
+    notify: bool = False  # --notify: supervise for systemd Type=notify instead of exec (sglwrap.supervise)
 
 
 def resolve_facts(assume: str | None) -> HostFacts | None:
@@ -276,6 +277,11 @@ def prepare(opts: LaunchOptions, environ: Mapping[str, str], table: FlagTable, p
     facts = resolve_facts(opts.assume)
     gates: dict[str, Any] = {}
     # --- preflight gate --- (sglwrap.preflight: may downgrade `profile` or block with exit 78)
+    from sglwrap.preflight.gate import preflight_gate
+
+    profile, facts, gates["preflight"] = preflight_gate(
+        profile, opts.sglang_args, table, assume=opts.assume, assume_stack=opts.assume_stack, python=python,
+        environ=environ, force=opts.force)
     plan = plan_launch(profile, opts.sglang_args, table, python=python, environ=environ, facts=facts)
     # --- memory gate --- (sglwrap.memory.plan: a predicted OOM blocks with exit 78 unless opts.force)
     if gates:

@@ -1,0 +1,46 @@
+"""The preflight gate of ``sglwrap launch``: gather facts, run the checks, block (exit 78) or hand on the
+downgraded profile, and give launch the record for its manifest."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sglwrap.errors import ConfigError
+from sglwrap.host.facts import HostFacts
+from sglwrap.host.probe import gather_facts
+from sglwrap.preflight.model import Status
+from sglwrap.preflight.runner import run_preflight
+
+if TYPE_CHECKING:
+    from sglwrap.profiles import Profile
+    from sglwrap.sglang_args import FlagTable
+
+
+def preflight_gate(
+    profile: Profile,
+    sglang_args: Sequence[str],
+    table: FlagTable | None,
+    *,
+    assume: str | None,
+    assume_stack: str | None,
+    python: str,
+    environ: Mapping[str, str],
+    force: bool = False,
+) -> tuple[Profile, HostFacts, dict[str, Any]]:
+    """(the profile that launches, the facts used, the manifest record). Blocked -> ConfigError (exit 78),
+    unless ``force``, in which case the blocks are recorded and the launch goes on."""
+    if table is not None:  # a wrong SGLang option is a usage error (exit 64) in launch, as plan_launch says it
+        from sglwrap.sglang_args import parse_user_args
+
+        parse_user_args(sglang_args, table)
+    facts = gather_facts(assume, assume_stack, python=python, environ=environ)
+    result = run_preflight(facts, profile, sglang_args, flags=table, environ=environ, force=force)
+    record = result.manifest()
+    blocks = [v for v in result.checks if v.status is Status.BLOCK]
+    if blocks and not force:
+        lines = "\n".join(f"  {v.id}: {v.reason}\n    fix: {v.fix}" for v in blocks)
+        raise ConfigError(f"preflight blocked the launch (nothing was started):\n{lines}\n"
+                          "(`sglwrap preflight` shows every check; --force launches anyway)")
+    record["forced"] = bool(blocks)
+    return result.profile or profile, facts, record

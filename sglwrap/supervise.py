@@ -397,10 +397,11 @@ def exit_like(outcome: Outcome) -> int:
     sig = -code
     sys.stdout.flush()
     sys.stderr.flush()
-    try:
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        time.sleep(0.5)
-    except (OSError, ValueError):
-        pass
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those cannot have a handler, nor need one reset
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            return 128 + sig
+    os.kill(os.getpid(), sig)
+    time.sleep(0.5)
     return 128 + sig  # the signal's default action does not terminate (e.g. SIGCHLD): shell convention

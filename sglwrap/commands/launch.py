@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglwrap import launch as L
+from sglwrap import multinode
 from sglwrap.errors import ConfigError, UsageError
 from sglwrap.inject import run_dir_for
 from sglwrap.sglang_args import FlagTable, flag_table, installed_sglang_version, target_python
+
+if TYPE_CHECKING:
+    from sglwrap.supervise import Endpoint
 
 # sglwrap's own options: name -> takes a value. None of them may equal an SGLang flag (tested).
 OWN_OPTIONS: dict[str, bool] = {
     "--profile": True, "--dry-run": False, "--json": False, "--assume": True, "--assume-stack": True,
     "--force": False,
+    "--notify": False,  # supervise for systemd Type=notify instead of exec (sglwrap.supervise)
 }
 
 
@@ -34,6 +40,9 @@ def add_parser(sub: Any) -> None:
                                                   "HostFacts JSON file instead of this machine's")
     p.add_argument("--assume-stack", metavar="PKG=VER,...", help="plan for these package versions (sglang=0.5.9)")
     p.add_argument("--force", action="store_true", help="launch even if a check predicts failure")
+    p.add_argument("--notify", action="store_true",
+                   help="stay the parent: READY=1 to systemd once /health answers 200, forward signals, leave no "
+                        "process behind (for Type=notify units); default is exec")
     p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments")
 
 
@@ -94,7 +103,22 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> L.LaunchOptio
     profile = own.get("--profile") or os.environ.get("SGLWRAP_PROFILE") or "baseline"
     return L.LaunchOptions(profile=profile, sglang_args=tuple(sglang_args), dry_run=bool(own.get("--dry-run")),
                            json=bool(own.get("--json")), assume=own.get("--assume"),
-                           assume_stack=own.get("--assume-stack"), force=bool(own.get("--force")))
+                           assume_stack=own.get("--assume-stack"), force=bool(own.get("--force")),
+                           notify=bool(own.get("--notify")))
+
+
+def _endpoint(sglang_args: Sequence[str], table: FlagTable) -> Endpoint:
+    from sglwrap.supervise import endpoint_from_args  # only --notify pays for http/ssl/ctypes imports
+
+    return endpoint_from_args(sglang_args, table)
+
+
+def _supervise(plan: L.LaunchPlan, env: dict[str, str], endpoint: Endpoint, environ: dict[str, str]) -> int:
+    """``--notify``: run SGLang as a child, report readiness to systemd, exit as it did (sglwrap.supervise)."""
+    from sglwrap import supervise
+
+    config = supervise.SuperviseConfig(endpoint=endpoint, stop_grace_s=supervise.stop_grace_from_env(environ))
+    return supervise.exit_like(supervise.supervise(plan.argv, env, config, environ=environ))
 
 
 _TABLE_CACHE: dict[str | None, FlagTable] = {}
@@ -117,7 +141,15 @@ def run(opts: L.LaunchOptions) -> int:
     if opts.json and not opts.dry_run:
         raise UsageError("launch: --json needs --dry-run (a real launch's stdout belongs to SGLang)")
     table = _table(opts.assume_stack)
+    # --- multi-node --- (node rank from --node-rank, else Slurm / LeaderWorkerSet / SkyPilot; sglwrap.multinode)
+    placement = multinode.place(opts.sglang_args, environ, table)
+    if placement.added:
+        opts = dataclasses.replace(opts, sglang_args=placement.sglang_args)
+    endpoint = _endpoint(opts.sglang_args, table) if opts.notify else None
+    # --- end multi-node ---
     plan = L.prepare(opts, environ, table, python)
+    ray_note = multinode.refuse_ray_without_env(opts.sglang_args, table, plan.env_set, plan.profile.name,
+                                                force=opts.force)
     module = os.environ.get("SGLWRAP_SERVER_MODULE", L.SERVER_MODULE)
     if module != plan.module:
         plan = L.LaunchPlan(**{**plan.__dict__, "module": module})
@@ -133,14 +165,19 @@ def run(opts: L.LaunchOptions) -> int:
                    "profile": {"name": plan.profile.name, "hash": plan.profile.hash},
                    "env_kept": plan.env_kept, "warnings": list(plan.warnings), "overridden": list(plan.overridden),
                    "sglang_version": plan.sglang_version, "flag_table": plan.flag_table_source,
-                   "gates": plan.gates}
+                   "gates": plan.gates, "node": placement.as_dict(),
+                   "mode": "notify" if endpoint else "exec", "health": f"{endpoint.url}/health" if endpoint else None}
             sys.stdout.write(json.dumps(out, indent=1) + "\n")
         else:
             sys.stderr.write(L.describe(plan, site, manifest_path) + "\n")
+            sys.stderr.write(f"node      {placement.node_rank} of {placement.nnodes} ({placement.source})\n")
         return 0
-    for w in plan.warnings:
+    for w in (*plan.warnings, *placement.notes, *([ray_note] if ray_note else [])):
         log.warning("launch.note", note=w)
     log.info("launch.exec", profile=plan.profile.name, hash=plan.profile.hash, manifest=str(manifest_path),
-             argv=plan.argv)
+             argv=plan.argv, node_rank=placement.node_rank, nnodes=placement.nnodes, rank_source=placement.source,
+             mode="notify" if endpoint else "exec")
+    if endpoint is not None:
+        return _supervise(plan, L.exec_environment(plan, run_dir, environ), endpoint, environ)
     L.exec_plan(plan, L.exec_environment(plan, run_dir, environ))
     return 0  # unreachable: exec replaced the process

@@ -245,7 +245,6 @@ class LaunchOptions:
     assume_stack: str | None = None
     force: bool = False
     notify: bool = False  # --notify: supervise for systemd Type=notify instead of exec (sglwrap.supervise)
-    notify: bool = False  # --notify: supervise for systemd Type=notify instead of exec (sglwrap.supervise)
 
 
 def resolve_facts(assume: str | None) -> HostFacts | None:

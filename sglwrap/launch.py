@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sglwrap import __version__, envvars, inject
-from sglwrap.errors import ConfigError, UsageError
+from sglwrap.errors import EXIT_CONFIG, ConfigError, UsageError
 from sglwrap.fsutil import atomic_write_text
 from sglwrap.host.facts import HostFacts
 from sglwrap.profiles import Profile
@@ -284,6 +284,47 @@ def prepare(opts: LaunchOptions, environ: Mapping[str, str], table: FlagTable, p
         environ=environ, force=opts.force)
     plan = plan_launch(profile, opts.sglang_args, table, python=python, environ=environ, facts=facts)
     # --- memory gate --- (sglwrap.memory.plan: a predicted OOM blocks with exit 78 unless opts.force)
+    gates["memory"] = memory_gate(plan, environ, force=opts.force)
     if gates:
         plan = LaunchPlan(**{**plan.__dict__, "gates": gates})
     return plan
+
+
+def memory_gate(plan: LaunchPlan, environ: Mapping[str, str], *, force: bool) -> dict[str, Any]:
+    """Run the memory accountant on the final argv and environment; block a predicted OOM unless ``force``.
+
+    A launch the accountant cannot plan (no GPU facts, a model id not in any local cache, a CPU device) is never
+    blocked: the gate records why it was skipped, so sglwrap is never worse than plain SGLang.
+    """
+    from sglwrap.errors import SglwrapError
+
+    if plan.facts is None or not plan.facts.gpus:
+        return {"skipped": "no GPU facts (pass --assume HW to plan for GPUs this machine lacks)"}
+    if _device(plan.sglang_args) not in (None, "cuda"):
+        return {"skipped": f"--device {_device(plan.sglang_args)}: the accountant models CUDA GPUs only"}
+    from sglwrap import memory
+
+    effective = {**{k: v for k, v in environ.items() if k.startswith("NCCL_")}, **plan.env_set}
+    try:
+        mplan = memory.plan(plan.facts, effective, plan.sglang_args, sglang_version=plan.sglang_version)
+    except SglwrapError as e:
+        return {"skipped": e.message}
+    doc = mplan.to_dict()
+    if mplan.exit_code == EXIT_CONFIG and not force:
+        result = getattr(mplan, "result", None)
+        would = getattr(result, "sglang_error", None) or mplan.verdict
+        fix = getattr(result, "fix", None)
+        raise ConfigError(f"memory: predicted {mplan.verdict} before SGLang loads a byte; SGLang would fail with: "
+                          f"{would}" + (f" Fix: {fix}." if fix else "") +
+                          " `sglwrap memory [--assume HW] -- <same args>` shows the budget by term; --force launches "
+                          "anyway")
+    return doc
+
+
+def _device(args: Sequence[str]) -> str | None:
+    for i, tok in enumerate(args):
+        if tok == "--device" and i + 1 < len(args):
+            return args[i + 1]
+        if tok.startswith("--device="):
+            return tok.split("=", 1)[1]
+    return None

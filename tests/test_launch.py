@@ -230,3 +230,31 @@ def test_assume_stack_plans_for_an_older_sglang_with_its_own_flag_spelling(capsy
     # 0.5.9 still has only the one spelling, so the old flag is exact there, not ambiguous.
     doc = dry_run_json(capsys, "--assume-stack", "sglang=0.5.9", "--", "--model-path", "m", "--cuda-graph-max-bs", "8")
     assert doc["argv"][-2:] == ["--cuda-graph-max-bs", "8"]
+
+
+# --- memory gate ---------------------------------------------------------------------------------------------
+
+
+def test_predicted_oom_blocks_the_launch_with_sglangs_own_words_and_a_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["launch", "--dry-run", "--assume", "8xRTX-PRO-6000", "--profile", "fewchan", "--",
+            "--model-path", "Kimi-K2.5", "--tp-size", "8", "--mem-fraction-static", "0.55"]
+    assert main(argv) == 78
+    err = capsys.readouterr().err
+    assert "kv_pool_oom" in err and "Loaded weights leave no GPU memory" in err
+    assert "Fix: --mem-fraction-static 0.7" in err
+    assert main(argv[:1] + ["--force", "--json"] + argv[1:]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["gates"]["memory"]["verdict"] == "kv_pool_oom"
+
+
+def test_memory_gate_records_a_fitting_budget_in_the_manifest(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = dry_run_json(capsys, "--profile", "fewchan", "--", "--model-path", str(MODEL), "--tp-size", "8")
+    mem = doc["gates"]["memory"]
+    assert mem["verdict"] == "fits" and mem["kv_tokens"] > 0
+    manifest = json.loads(Path(doc["manifest"]).read_text())
+    assert manifest["gates"]["memory"]["kv_tokens"] == mem["kv_tokens"]
+
+
+def test_memory_gate_never_blocks_what_it_cannot_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = dry_run_json(capsys, "--", "--model-path", "some-org/not-in-any-local-cache", "--tp-size", "8")
+    assert "skipped" in doc["gates"]["memory"]

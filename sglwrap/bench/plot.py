@@ -36,19 +36,23 @@ def render_png(doc: Mapping[str, Any]) -> bytes:
     try:
         lines: dict[tuple[str, str], list[tuple[int, float]]] = {}
         kinds: dict[str, str] = {}
+        mem: dict[tuple[str, str], int | None] = {}
         for r in doc["results"]:
             lines.setdefault((r["profile"], r["mode"]), []).append((r["size_bytes"], r["latency_us"]))
             kinds[r["profile"]] = r.get("kind", "profile")
+            mem[(r["profile"], r["mode"])] = r.get("nccl_mem_bytes")
         colors: dict[str, Any] = {}
-        cmap = plt.get_cmap("tab20")
+        cmap = plt.get_cmap("tab10")
         for (name, mode), pts in list(lines.items())[:MAX_LINES]:
             pts.sort()
-            color = colors.setdefault(name, cmap(len(colors) % 20))
+            color = colors.setdefault(name, cmap(len(colors) % 10))
             sweep = kinds.get(name) == "sweep"
+            m = mem.get((name, mode))
+            mib = f", NCCL {m / 2**20:.0f} MiB" if m else ""
             ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--" if mode == "graph" else "-",
                     marker="o" if not sweep else ".", markersize=4 if not sweep else 3,
                     linewidth=0.9 if sweep else 1.8, alpha=0.7 if sweep else 1.0, color=color,
-                    label=f"{name} ({mode})")
+                    label=f"{name} ({mode}{mib})")
         cfg = doc.get("config", {})
         for s in cfg.get("sizes", []):
             if s.get("label") and s["label"] != "given":

@@ -18,7 +18,7 @@ from typing import Any
 from sglwrap.bench.runner import ConfigRun
 from sglwrap.bench.sizes import Size
 
-TIE = 0.02  # scores within 2% count as a tie; the tie goes to less NCCL memory
+TIE = 0.05  # the least noise margin: scores within 5% of the best count as equal; less NCCL memory wins then
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -140,13 +140,19 @@ class Winner:
     reference_us: dict[int, float]
     nccl_mem_bytes: int | None
     reference_mem_bytes: int | None
+    margin: float = TIE  # scores within this fraction of the best counted as equal (noise)
+    equal: tuple[str, ...] = ()  # the configurations that were equal within the noise
 
 
 def pick_winner(results: Sequence[dict[str, Any]], order: Sequence[str], targets: Sequence[int]) -> Winner | None:
-    """Lowest geometric-mean latency ratio to the first configuration over ``targets``.
+    """The configuration to recommend for ``targets``, judged against the first one (the reference).
 
-    Graph mode decides when it was measured (SGLang decodes in graphs), else eager. Only configurations with a
-    result at every target size compete; within ``TIE`` the one with less NCCL memory wins.
+    Score: geometric mean over the target sizes of median latency / the reference's. Graph mode decides when it
+    was measured (SGLang decodes in graphs), else eager. Only configurations with a result at every target size
+    compete. Scores within the noise of the best one (``margin``: the reference's own p90/median spread, at
+    least ``TIE``) count as equal, and among equals the one with the least NCCL device memory wins, then the
+    lower score. So a setting has to be faster by more than the noise to win on speed, and one that is as fast
+    within the noise but uses less memory wins on memory.
     """
     modes = {r["mode"] for r in results}
     mode = "graph" if "graph" in modes else "eager"
@@ -159,19 +165,23 @@ def pick_winner(results: Sequence[dict[str, Any]], order: Sequence[str], targets
         return None
     ref = complete[0]
 
+    def geomean(xs: Sequence[float]) -> float:
+        return math.exp(statistics.fmean(math.log(max(x, 1e-9)) for x in xs))
+
     def score(name: str) -> float:
-        ratios = [table[name][t]["latency_us"] / max(table[ref][t]["latency_us"], 1e-9) for t in targets]
-        return math.exp(statistics.fmean(math.log(max(x, 1e-9)) for x in ratios))
+        return geomean([table[name][t]["latency_us"] / max(table[ref][t]["latency_us"], 1e-9) for t in targets])
 
     def mem(name: str) -> float:
         vals = [table[name][t].get("nccl_mem_bytes") for t in targets]
         known = [v for v in vals if v is not None]
         return max(known) if known else math.inf
 
+    spread = geomean([table[ref][t]["latency_us_p90"] / max(table[ref][t]["latency_us"], 1e-9) for t in targets])
+    margin = max(TIE, spread - 1)
     scores = {n: score(n) for n in complete}
     best = min(scores.values())
-    tied = [n for n in complete if scores[n] <= best * (1 + TIE)]
-    win = min(tied, key=lambda n: (mem(n), scores[n]))
+    equal = [n for n in complete if scores[n] <= best * (1 + margin)]
+    win = min(equal, key=lambda n: (mem(n), scores[n], complete.index(n)))
     wmem, rmem = mem(win), mem(ref)
     return Winner(
         name=win, mode=mode, score=round(scores[win], 4), reference=ref, sizes=tuple(targets),
@@ -179,6 +189,7 @@ def pick_winner(results: Sequence[dict[str, Any]], order: Sequence[str], targets
         reference_us={t: table[ref][t]["latency_us"] for t in targets},
         nccl_mem_bytes=None if wmem == math.inf else int(wmem),
         reference_mem_bytes=None if rmem == math.inf else int(rmem),
+        margin=round(margin, 4), equal=tuple(equal),
     )
 
 
@@ -188,4 +199,5 @@ def winner_doc(w: Winner | None) -> dict[str, Any] | None:
     return {"name": w.name, "mode": w.mode, "score": w.score, "reference": w.reference, "sizes": list(w.sizes),
             "latency_us": {str(k): v for k, v in w.latency_us.items()},
             "reference_latency_us": {str(k): v for k, v in w.reference_us.items()},
-            "nccl_mem_bytes": w.nccl_mem_bytes, "reference_nccl_mem_bytes": w.reference_mem_bytes}
+            "nccl_mem_bytes": w.nccl_mem_bytes, "reference_nccl_mem_bytes": w.reference_mem_bytes,
+            "margin": w.margin, "equal_within_noise": list(w.equal)}

@@ -92,7 +92,8 @@ def summary(doc: dict[str, Any], sizes: Sequence[int]) -> str:
     w = doc.get("winner")
     if w:
         lines.append(f"# winner for {', '.join(human(int(s)) for s in w['sizes'])} ({w['mode']}): {w['name']} "
-                     f"(geomean {w['score']:.3f} x {w['reference']})")
+                     f"(geomean {w['score']:.3f} x {w['reference']}; equal within the {w['margin'] * 100:.0f}% noise: "
+                     f"{', '.join(w['equal_within_noise'])}; the least NCCL memory among them wins)")
     return "\n".join(lines) + "\n"
 
 

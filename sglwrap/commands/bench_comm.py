@@ -190,7 +190,8 @@ def _write_profile(name: str, doc: dict[str, Any], configs: dict[str, Any], envi
                     sizes=tuple(int(s) for s in w["sizes"]),
                     latency_us={int(k): v for k, v in w["latency_us"].items()},
                     reference_us={int(k): v for k, v in w["reference_latency_us"].items()},
-                    nccl_mem_bytes=w["nccl_mem_bytes"], reference_mem_bytes=w["reference_nccl_mem_bytes"])
+                    nccl_mem_bytes=w["nccl_mem_bytes"], reference_mem_bytes=w["reference_nccl_mem_bytes"],
+                    margin=w.get("margin", 0.05), equal=tuple(w.get("equal_within_noise", ())))
     devs = doc.get("devices") or [{}]
     context = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "host": doc.get("host"),
                "world_size": doc["config"]["world_size"], "device": devs[0].get("device"),

@@ -241,7 +241,7 @@ def test_predicted_oom_blocks_the_launch_with_sglangs_own_words_and_a_fix(capsys
     assert main(argv) == 78
     err = capsys.readouterr().err
     assert "kv_pool_oom" in err and "Loaded weights leave no GPU memory" in err
-    assert "Fix: --mem-fraction-static 0.7" in err
+    assert "fix: --mem-fraction-static 0.7" in err.lower()
     assert main(argv[:1] + ["--force", "--json"] + argv[1:]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["gates"]["memory"]["verdict"] == "kv_pool_oom"

@@ -17,6 +17,7 @@ from sglwrap.preflight.checks_comm import (
     check_symm_mem,
 )
 from sglwrap.preflight.checks_host import check_gpu_count, check_gpu_processes, check_nccl_env, check_sglang_flags
+from sglwrap.preflight.checks_memory import check_memory
 from sglwrap.preflight.checks_stack import check_cuda_driver, check_flashinfer_cubin, check_torch_arch
 from sglwrap.preflight.model import Context, FeatureChange, Status, Verdict
 
@@ -38,6 +39,7 @@ CHECKS: tuple[Callable[[Context], Verdict], ...] = (
     check_ep_a2a,
     check_nccl_env,
     check_gpu_processes,
+    check_memory,
 )
 
 

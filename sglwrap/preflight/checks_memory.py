@@ -1,0 +1,45 @@
+"""The `memory` check: the accountant's verdict as one preflight line (issue 4: preflight and launch call it)."""
+
+from __future__ import annotations
+
+from sglwrap.errors import SglwrapError
+from sglwrap.preflight.model import Context, Status, Verdict
+
+_BLOCKING = ("kv_pool_oom", "weights_dont_fit")
+
+
+def check_memory(ctx: Context) -> Verdict:
+    """Predict SGLang's budget for these args on these GPUs; an OOM before serving blocks (warns with --force)."""
+    argv = list(ctx.args.argv)
+    if not any(tok == "--model-path" or tok.startswith("--model-path=") or tok == "--model" for tok in argv):
+        return Verdict("memory", Status.SKIP, "no --model-path given: nothing to budget")
+    if not ctx.facts.gpus:
+        return Verdict("memory", Status.SKIP, "no GPUs in the facts (pass --assume HW to plan for other GPUs)")
+    device = ctx.args.values.get("--device")
+    if device not in (None, "cuda"):
+        return Verdict("memory", Status.SKIP, f"--device {device}: the accountant models CUDA GPUs only")
+    from sglwrap import memory
+
+    env = {k: v for k, v in ctx.environ.items() if k.startswith("NCCL_")}
+    profile_sglang = None
+    if ctx.profile is not None:
+        for name, setting in ctx.profile.env.items():
+            if setting.force or name not in env:
+                env[name] = setting.value
+        profile_sglang = dict(ctx.profile.sglang)
+    try:
+        plan = memory.plan(ctx.facts, env, argv, sglang_version=ctx.stack.sglang, profile_sglang=profile_sglang)
+    except SglwrapError as e:
+        return Verdict("memory", Status.SKIP, f"cannot plan memory: {e.message}")
+    res = plan.result
+    doc = plan.to_dict()
+    mfs = doc["mem_fraction_static"]
+    facts_used = (f"{doc['kv_tokens']:,} KV tokens of {doc['kv_cell_bytes']:,} B at --mem-fraction-static "
+                  f"{mfs['value']} ({mfs['source']}); weights {doc['weights_bytes_per_rank'] / 2**30:.1f} GiB/rank")
+    if plan.verdict in _BLOCKING:
+        status = Status.WARN if ctx.force else Status.BLOCK
+        return Verdict("memory", status, f"{plan.verdict}: SGLang would fail with: {res.sglang_error}",
+                       res.fix or "")
+    if plan.verdict == "graph_oom_risk":
+        return Verdict("memory", Status.WARN, f"graph_oom_risk: {facts_used}", res.fix or "")
+    return Verdict("memory", Status.PASS, f"fits: {facts_used}")

@@ -1,0 +1,44 @@
+"""The `memory` preflight check: the accountant's verdict, so `preflight` predicts the OOM as `launch` does."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sglwrap.cli import main
+
+from .conftest import REPO
+
+LLAMA = str(REPO / "sglwrap" / "data" / "models" / "Llama-3.1-8B")
+
+
+def _memory_check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
+    rc = main(["preflight", "--json", *argv])
+    doc = json.loads(capsys.readouterr().out)
+    (check,) = [c for c in doc["checks"] if c["id"] == "memory"]
+    return rc, check
+
+
+def test_story_fraction_is_blocked_by_the_memory_check_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, check = _memory_check(capsys, "--assume", "8xRTX-PRO-6000", "--profile", "fewchan", "--",
+                              "--model-path", "Kimi-K2.5", "--tp-size", "8", "--mem-fraction-static", "0.55")
+    assert rc == 78 and check["status"] == "block"
+    assert "Loaded weights leave no GPU memory" in check["reason"]
+    assert check["fix"].startswith("--mem-fraction-static 0.")
+
+
+def test_the_fix_it_proposes_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    _, check = _memory_check(capsys, "--assume", "8xRTX-PRO-6000", "--profile", "fewchan", "--",
+                             "--model-path", "Kimi-K2.5", "--tp-size", "8", "--mem-fraction-static", "0.55")
+    fixed = check["fix"].split()[1]
+    rc, check = _memory_check(capsys, "--assume", "8xRTX-PRO-6000", "--profile", "fewchan", "--",
+                              "--model-path", "Kimi-K2.5", "--tp-size", "8", "--mem-fraction-static", fixed)
+    assert check["status"] in ("pass", "warn") and rc in (0, 1)
+
+
+def test_memory_is_skipped_without_a_model_and_passes_when_it_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    _, check = _memory_check(capsys, "--assume", "2xH200", "--", "--tp-size", "2")
+    assert check["status"] == "skip"
+    rc, check = _memory_check(capsys, "--assume", "2xH200", "--", "--model-path", LLAMA, "--tp-size", "2")
+    assert check["status"] == "pass" and "KV tokens" in check["reason"] and rc == 0

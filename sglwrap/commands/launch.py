@@ -159,11 +159,13 @@ def run(opts: L.LaunchOptions) -> int:
     run_dir = run_dir_for(plan.profile.hash, environ)
     site, manifest_path, doc = L.write_files(plan, run_dir, environ, dry_run=opts.dry_run)
     log = get_logger()
+    notes = [*placement.notes, *([ray_note] if ray_note else [])]
     if opts.dry_run:
         if opts.json:
             out = {"argv": plan.argv, "env": doc["env"], "sitecustomize": str(site), "manifest": str(manifest_path),
                    "profile": {"name": plan.profile.name, "hash": plan.profile.hash},
-                   "env_kept": plan.env_kept, "warnings": list(plan.warnings), "overridden": list(plan.overridden),
+                   "env_kept": plan.env_kept, "warnings": [*plan.warnings, *notes],
+                   "overridden": list(plan.overridden),
                    "sglang_version": plan.sglang_version, "flag_table": plan.flag_table_source,
                    "gates": plan.gates, "node": placement.as_dict(),
                    "mode": "notify" if endpoint else "exec", "health": f"{endpoint.url}/health" if endpoint else None}
@@ -171,8 +173,9 @@ def run(opts: L.LaunchOptions) -> int:
         else:
             sys.stderr.write(L.describe(plan, site, manifest_path) + "\n")
             sys.stderr.write(f"node      {placement.node_rank} of {placement.nnodes} ({placement.source})\n")
+            sys.stderr.write("".join(f"note      {n}\n" for n in notes))
         return 0
-    for w in (*plan.warnings, *placement.notes, *([ray_note] if ray_note else [])):
+    for w in (*plan.warnings, *notes):
         log.warning("launch.note", note=w)
     log.info("launch.exec", profile=plan.profile.name, hash=plan.profile.hash, manifest=str(manifest_path),
              argv=plan.argv, node_rank=placement.node_rank, nnodes=placement.nnodes, rank_source=placement.source,

@@ -44,3 +44,16 @@ def test_live_probe_agrees_with_live_nvidia_smi(monkeypatch: pytest.MonkeyPatch)
     topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, check=True).stdout
     assert facts.gpus, facts.notes
     agree_with_nvidia_smi(facts, query, topo)
+
+
+def test_captured_single_h200_agrees_with_nvidia_smi_and_plans_alone() -> None:
+    """Captured on the 1-GPU nvidia-h200 device machine (2026-11-30) with `python3 -m sglwrap.host.capture`."""
+    facts = facts_from_dict(json.loads((FIX / "h200x1-capture.json").read_text()))
+    agree_with_nvidia_smi(facts, (FIX / "h200x1-nvidia-smi-query.csv").read_text(),
+                          (FIX / "h200x1-nvidia-smi-topo-m.txt").read_text())
+    assert facts.gpu_count == 1 and facts.links == () and not facts.all_pairs_nvlink
+    from sglwrap.preflight.runner import run_preflight
+
+    blocked = run_preflight(facts, None, ("--model-path", "m", "--tp-size", "2"))
+    assert blocked.verdict == "blocked"
+    assert [v.id for v in blocked.checks if v.status.value == "block"] == ["gpu-count"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sglwrap import __version__, envvars, inject
-from sglwrap.errors import EXIT_CONFIG, ConfigError, UsageError
+from sglwrap.errors import ConfigError, UsageError
 from sglwrap.fsutil import atomic_write_text
 from sglwrap.host.facts import HostFacts
 from sglwrap.profiles import Profile
@@ -310,7 +310,7 @@ def memory_gate(plan: LaunchPlan, environ: Mapping[str, str], *, force: bool) ->
     except SglwrapError as e:
         return {"skipped": e.message}
     doc = mplan.to_dict()
-    if mplan.exit_code == EXIT_CONFIG and not force:
+    if mplan.blocks_launch and not force:
         result = getattr(mplan, "result", None)
         would = getattr(result, "sglang_error", None) or mplan.verdict
         fix = getattr(result, "fix", None)

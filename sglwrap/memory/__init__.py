@@ -53,6 +53,22 @@ class MemoryPlan:
     def exit_code(self) -> int:
         return EXIT_FITS if self.verdict == "fits" else EXIT_OOM
 
+    @property
+    def blocks_launch(self) -> bool:
+        """Whether a launch should be stopped: only a failure before serving that the numbers are sure of.
+
+        ``graph_oom_risk`` rests on a rough graph/activation estimate, and a weight size guessed from the parameter
+        count can be off by the checkpoint's packing; blocking on those could stop a launch that plain SGLang would
+        have run, so they warn unless the deficit exceeds a tenth of the weights.
+        """
+        if self.verdict not in ("kv_pool_oom", "weights_dont_fit"):
+            return False
+        b = self.budget
+        if not b.w_source.startswith("params"):
+            return True
+        deficit = b.weights - b.static_limit
+        return deficit > 0.10 * b.weights
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract (schema_version 1)."""
         b = self.budget

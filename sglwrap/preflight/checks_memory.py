@@ -37,7 +37,7 @@ def check_memory(ctx: Context) -> Verdict:
     facts_used = (f"{doc['kv_tokens']:,} KV tokens of {doc['kv_cell_bytes']:,} B at --mem-fraction-static "
                   f"{mfs['value']} ({mfs['source']}); weights {doc['weights_bytes_per_rank'] / 2**30:.1f} GiB/rank")
     if plan.verdict in _BLOCKING:
-        status = Status.WARN if ctx.force else Status.BLOCK
+        status = Status.WARN if ctx.force or not plan.blocks_launch else Status.BLOCK
         return Verdict("memory", status, f"{plan.verdict}: SGLang would fail with: {res.sglang_error}",
                        res.fix or "")
     if plan.verdict == "graph_oom_risk":

@@ -186,8 +186,9 @@ def run_config(config: Config, spec: dict[str, Any], env: Mapping[str, str], *, 
     if status == "ok" and not all(lg.result is not None for lg in logs):
         status = "failed"
         bad = [lg for lg in logs if lg.result is None]
-        first = next((lg for lg in bad if lg.error), bad[0])
-        why = first.error["error"] if first.error else f"exit {procs[first.rank].poll()}"
+        # The rank that died on its own (exit code seen before any kill), else one that reported an error.
+        first = next((lg for lg in bad if lg.returncode is not None), next((lg for lg in bad if lg.error), bad[0]))
+        why = first.error["error"] if first.error else f"exit {first.returncode}"
         error = f"rank {first.rank} failed: {why}"
     # Ranks leave by os._exit after their result; give them a moment, then kill what lingers (teardown hangs).
     end = time.monotonic() + (AFTER_RESULT_GRACE_S if status == "ok" else 0)

@@ -10,7 +10,7 @@ before torch is imported), ``phase`` (rank 0: what it is measuring now), ``resul
 ``error``. After its result a rank leaves with ``os._exit`` and never runs NCCL's teardown, which can hang.
 
 Test hook: ``SGLWRAP_BENCH_FAULT=hang:R`` makes rank R sleep before joining the group (the others then block in
-rendezvous as in a real hang); ``crash:R`` makes it exit 3 there.
+rendezvous as in a real hang); ``crash:R`` makes it exit 3 there; ``hang:R@PROFILE`` only in PROFILE's ranks.
 """
 
 from __future__ import annotations
@@ -63,8 +63,11 @@ def reported_env() -> dict[str, str]:
 
 def fault(rank: int) -> None:
     spec = os.environ.get("SGLWRAP_BENCH_FAULT", "")
+    spec, _, profile = spec.partition("@")
     kind, _, who = spec.partition(":")
     if not kind or who != str(rank):
+        return
+    if profile and injector_info()["profile"] != profile:
         return
     if kind == "hang":
         time.sleep(10**6)

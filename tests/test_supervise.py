@@ -357,3 +357,22 @@ def test_launch_without_notify_still_execs_in_the_same_pid(tmp_path: Path) -> No
     out, _err = proc.communicate(timeout=60)
     assert proc.returncode == 4
     assert json.loads(out.splitlines()[0])["pid"] == proc.pid
+
+
+@pytest.mark.parametrize(("log", "expected"), [
+    pytest.param("v0.5.23_tp2_decode-graph-oom.journal.json",
+                 ["loading weights", "weights loaded: 30.7 GiB", "KV cache pool: 1538816 tokens",
+                  "capturing target prefill CUDA graphs", "CUDA graphs captured", "capturing target decode"],
+                 id="0.5.23-journal"),
+    pytest.param("v0.4.8_docker_tp4_mla_ok.log", ["loading weights", "weights loaded", "KV cache pool",
+                                                  "capturing", "warm-up done"], id="0.4.8"),
+])
+def test_status_follows_real_sglang_logs_in_order(log: str, expected: list[str]) -> None:
+    from sglwrap.startup_status import status_for_line
+
+    lines = (REPO / "tests" / "fixtures" / "logs" / log).read_text(errors="replace").splitlines()
+    statuses = [s for s in map(status_for_line, lines) if s]
+    pos = 0
+    for want in expected:
+        pos = next((i for i in range(pos, len(statuses)) if statuses[i].startswith(want)), -1)
+        assert pos >= 0, f"{want!r} missing (in order) from {statuses}"

@@ -150,9 +150,9 @@ def pick_winner(results: Sequence[dict[str, Any]], order: Sequence[str], targets
     Score: geometric mean over the target sizes of median latency / the reference's. Graph mode decides when it
     was measured (SGLang decodes in graphs), else eager. Only configurations with a result at every target size
     compete. Scores within the noise of the best one (``margin``: the reference's own p90/median spread, at
-    least ``TIE``) count as equal, and among equals the one with the least NCCL device memory wins, then the
-    lower score. So a setting has to be faster by more than the noise to win on speed, and one that is as fast
-    within the noise but uses less memory wins on memory.
+    least ``TIE``) count as equal; among equals the one with the least NCCL device memory wins, then the
+    reference, then the lower score. So a setting has to be faster by more than the noise to win on speed, and
+    one that is as fast within the noise but uses less memory wins on memory.
     """
     modes = {r["mode"] for r in results}
     mode = "graph" if "graph" in modes else "eager"
@@ -181,7 +181,7 @@ def pick_winner(results: Sequence[dict[str, Any]], order: Sequence[str], targets
     scores = {n: score(n) for n in complete}
     best = min(scores.values())
     equal = [n for n in complete if scores[n] <= best * (1 + margin)]
-    win = min(equal, key=lambda n: (mem(n), scores[n], complete.index(n)))
+    win = min(equal, key=lambda n: (mem(n), n != ref, scores[n], complete.index(n)))
     wmem, rmem = mem(win), mem(ref)
     return Winner(
         name=win, mode=mode, score=round(scores[win], 4), reference=ref, sizes=tuple(targets),

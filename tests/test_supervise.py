@@ -24,7 +24,7 @@ from sglwrap.errors import ConfigError
 from sglwrap.sglang_args import bundled_table
 from sglwrap.supervise import Endpoint, endpoint_from_args, stop_grace_from_env
 
-from .conftest import REPO
+from .conftest import REPO, requires_sglang
 
 FAKE = REPO / "tests" / "fixtures" / "fakeserver"
 
@@ -376,3 +376,19 @@ def test_status_follows_real_sglang_logs_in_order(log: str, expected: list[str])
     for want in expected:
         pos = next((i for i in range(pos, len(statuses)) if statuses[i].startswith(want)), -1)
         assert pos >= 0, f"{want!r} missing (in order) from {statuses}"
+
+
+@requires_sglang
+@pytest.mark.sglang
+def test_real_sglang_failure_comes_back_through_the_supervisor(notify: Collector, tmp_path: Path) -> None:
+    """Plain `python -m sglang.launch_server --model-path <missing>` exits 1 (SGLang 0.5.23, ~10 s)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO)
+    env["NOTIFY_SOCKET"] = notify.path
+    res = subprocess.run([sys.executable, "-m", "sglwrap", "launch", "--notify", "--profile", "baseline", "--",
+                          "--model-path", str(tmp_path / "no-such-model"), "--port", str(free_port())],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "no-such-model" in res.stderr, "SGLang's own error must reach our stderr (journald)"
+    assert notify.count("READY") == 0
+    assert any(s.startswith("SGLang exited (exit code 1)") for s in notify.statuses())

@@ -211,6 +211,7 @@ def test_write_profile_writes_a_valid_profile_that_extends_its_base(tmp_path: Pa
     before = path.read_text()
     proc2, _ = bench("--profile", "baseline", "--sizes", "4K", "--write-profile", "cpu-winner", env_extra=env)
     assert proc2.returncode == 78 and "already exists" in proc2.stderr
+    assert "# [1/1]" not in proc2.stderr  # refused before any rank started
     assert path.read_text() == before
     assert not [p for p in profdir.iterdir() if p.name.startswith(".")]  # no staging left behind
 

@@ -41,7 +41,7 @@ def header(doc: dict[str, Any]) -> str:
                      f"all-reduces per decode step ({m['source']})")
     for d in doc.get("devices", []):
         lines.append(f"#  Rank {d['rank']:2d} Pid {d.get('pid') or '-':>7} device {d['rank']:2d} "
-                     f"[{d.get('pci_bus_id') or '-'}] {d.get('device') or 'cpu'}")
+                     f"[{'-' if d.get('pci_bus_id') is None else d['pci_bus_id']}] {d.get('device') or 'cpu'}")
     if doc.get("nccl_version"):
         lines.append(f"# NCCL {doc['nccl_version']}, torch {doc.get('torch_version')}")
     return "\n".join(lines) + "\n"

@@ -138,6 +138,11 @@ def options(args: argparse.Namespace, environ: dict[str, str], argv: list[str]) 
             _check_name(args.write_profile, "--write-profile name")
         except ProfileError as e:
             raise UsageError(e.message) from None
+        from sglwrap.bench.sweep import user_profile_dir
+
+        target = user_profile_dir(environ) / f"{args.write_profile}.yaml"
+        if target.exists():  # found out before minutes of measuring, not after
+            raise ConfigError(f"--write-profile: {target} already exists; choose another name or remove it")
     budget = args.budget if args.budget is not None else (0.05 if gloo else 0.2)
     return BenchOptions(
         profiles=profiles, sizes=tuple(sizes), targets=tuple(targets), backend=args.backend, world_size=world,

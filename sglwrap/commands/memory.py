@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sglwrap.argsplit import split_own_args
 from sglwrap.errors import ConfigError, UsageError
 
 # sglwrap's own options (exact names only; none equals an SGLang flag) -> takes a value
@@ -53,35 +54,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments")
 
 
-def _split(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
-    own: dict[str, Any] = {}
-    rest: list[str] = []
-    head = list(argv)
-    tail: list[str] = []
-    if "--" in head:
-        cut = head.index("--")
-        head, tail = head[:cut], head[cut + 1:]
-    i = 0
-    while i < len(head):
-        tok = head[i]
-        name, eq, inline = tok.partition("=")
-        if name in OWN_OPTIONS:
-            if OWN_OPTIONS[name]:
-                if eq:
-                    own[name] = inline
-                elif i + 1 < len(head):
-                    own[name] = head[i + 1]
-                    i += 1
-                else:
-                    raise UsageError(f"memory: {name} needs a value")
-            else:
-                own[name] = True
-        else:
-            rest.append(tok)
-        i += 1
-    return own, rest + tail
-
-
 def _float(own: dict[str, Any], name: str) -> float | None:
     if name not in own:
         return None
@@ -100,7 +72,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> MemoryOptions
     pre = head[: head.index("--")] if "--" in head else head
     if "-h" in pre or "--help" in pre:
         parser.parse_args(["memory", "--help"])
-    own, sglang = _split(head)
+    own, sglang = split_own_args(head, OWN_OPTIONS, None, "memory")
     return MemoryOptions(
         sglang_args=tuple(sglang), json=bool(own.get("--json")), assume=own.get("--assume"),
         assume_stack=own.get("--assume-stack"), profile=own.get("--profile") or os.environ.get("SGLWRAP_PROFILE"),

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sglwrap.errors import SglwrapError, UsageError
+from sglwrap.argsplit import split_own_args
+from sglwrap.errors import SglwrapError
 
 # sglwrap's own options here: name -> takes a value. None may equal an SGLang flag (checked in the tests).
 OWN_OPTIONS: dict[str, bool] = {
@@ -50,33 +51,8 @@ def add_parser(sub: Any) -> None:
 
 
 def split_args(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
-    """sglwrap's exact option names are ours; everything else (and all after ``--``) is SGLang's."""
-    head = list(argv)
-    tail: list[str] = []
-    if "--" in head:
-        cut = head.index("--")
-        head, tail = head[:cut], head[cut + 1:]
-    own: dict[str, Any] = {}
-    rest: list[str] = []
-    i = 0
-    while i < len(head):
-        name, eq, inline = head[i].partition("=")
-        i += 1
-        if name not in OWN_OPTIONS:
-            rest.append(head[i - 1])
-            continue
-        if not OWN_OPTIONS[name]:
-            if eq:
-                raise UsageError(f"preflight: {name} takes no value")
-            own[name] = True
-        elif eq:
-            own[name] = inline
-        elif i < len(head):
-            own[name] = head[i]
-            i += 1
-        else:
-            raise UsageError(f"preflight: {name} needs a value")
-    return own, rest + tail
+    """sglwrap's own options vs SGLang's arguments (shared rule: sglwrap.argsplit)."""
+    return split_own_args(argv, OWN_OPTIONS, None, "preflight")
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> PreflightOptions:

@@ -1,0 +1,70 @@
+"""Split sglwrap's own options from SGLang's on one command line (launch, preflight, memory share the rule).
+
+Only sglwrap's exact option names are its own (no abbreviations). Everything else goes to SGLang unchanged, with or
+without ``--``; given SGLang's flag table, the values of SGLang options are skipped, so a value that happens to
+look like one of sglwrap's options (``--served-model-name --json``) stays SGLang's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sglwrap.errors import UsageError
+from sglwrap.sglang_args import FlagTable
+
+
+def split_own_args(argv: Sequence[str], own_options: Mapping[str, bool], table: FlagTable | None,
+                   verb: str) -> tuple[dict[str, Any], list[str]]:
+    """``(own, sglang_args)``: ``own`` maps each given own option to its value (True for a switch)."""
+    own: dict[str, Any] = {}
+    rest: list[str] = []
+    if "--" in argv:
+        cut = list(argv).index("--")
+        head, tail = list(argv[:cut]), list(argv[cut + 1:])
+    else:
+        head, tail = list(argv), []
+    i = 0
+    while i < len(head):
+        tok = head[i]
+        name, eq, inline = tok.partition("=")
+        i += 1
+        if name in own_options:
+            if not own_options[name]:
+                if eq:
+                    raise UsageError(f"{verb}: {name} takes no value")
+                own[name] = True
+            elif eq:
+                own[name] = inline
+            elif i < len(head):
+                own[name] = head[i]
+                i += 1
+            else:
+                raise UsageError(f"{verb}: {name} needs a value")
+            continue
+        rest.append(tok)
+        if table is not None and tok.startswith("--") and not eq:
+            i = _skip_values(head, i, table.flags.get(tok), rest)
+    return own, rest + tail
+
+
+def _skip_values(head: list[str], i: int, info: Any, rest: list[str]) -> int:
+    """Copy the values of SGLang option ``info`` (starting at ``head[i]``) into ``rest``; return the next index."""
+    n = info.nargs if info is not None else 0
+    if n in ("*", "+"):
+        while i < len(head) and not head[i].startswith("--"):
+            rest.append(head[i])
+            i += 1
+        return i
+    take = 1 if n in (1, "?") else (int(n) if isinstance(n, int) else 0)
+    for _ in range(take):
+        if i < len(head) and (n != "?" or not head[i].startswith("--")):
+            rest.append(head[i])
+            i += 1
+    return i
+
+
+def wants_help(argv: Sequence[str]) -> bool:
+    """``-h``/``--help`` among the options before ``--``."""
+    pre = list(argv[: list(argv).index("--")]) if "--" in argv else list(argv)
+    return "-h" in pre or "--help" in pre

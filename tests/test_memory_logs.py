@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from sglwrap.memory.args import ServerArgs
 from sglwrap.memory.cells import cell_bytes
 from sglwrap.memory.model import load_shape
 

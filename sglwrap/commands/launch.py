@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from sglwrap import argsplit
 from sglwrap import launch as L
 from sglwrap import multinode
 from sglwrap.errors import ConfigError, UsageError
@@ -48,47 +49,7 @@ def add_parser(sub: Any) -> None:
 
 def split_own_args(argv: Sequence[str], table: FlagTable | None) -> tuple[dict[str, Any], list[str]]:
     """Separate sglwrap's options from SGLang's; SGLang values are skipped using its flag table."""
-    own: dict[str, Any] = {}
-    rest: list[str] = []
-    i = 0
-    if "--" in argv:
-        cut = list(argv).index("--")
-        head, tail = list(argv[:cut]), list(argv[cut + 1:])
-    else:
-        head, tail = list(argv), []
-    while i < len(head):
-        tok = head[i]
-        name, eq, inline = tok.partition("=")
-        if name in OWN_OPTIONS:
-            if OWN_OPTIONS[name]:
-                if eq:
-                    own[name] = inline
-                elif i + 1 < len(head):
-                    own[name] = head[i + 1]
-                    i += 1
-                else:
-                    raise UsageError(f"launch: {name} needs a value")
-            elif eq:
-                raise UsageError(f"launch: {name} takes no value")
-            else:
-                own[name] = True
-            i += 1
-            continue
-        rest.append(tok)
-        i += 1
-        if table is not None and tok.startswith("--") and not eq:
-            info = table.flags.get(tok)
-            n = info.nargs if info else 0
-            take = 1 if n in (1, "?") else (int(n) if isinstance(n, int) else 0)
-            if n in ("*", "+"):
-                while i < len(head) and not head[i].startswith("--"):
-                    rest.append(head[i])
-                    i += 1
-            for _ in range(take):
-                if i < len(head) and (n != "?" or not head[i].startswith("--")):
-                    rest.append(head[i])
-                    i += 1
-    return own, rest + tail
+    return argsplit.split_own_args(argv, OWN_OPTIONS, table, "launch")
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> L.LaunchOptions:

@@ -214,7 +214,29 @@ def describe(plan: LaunchPlan, site: Path, manifest_path: Path) -> str:
         lines.append(f"note      {w}")
     for o in plan.overridden:
         lines.append(f"override  {o}")
+    lines += _describe_gates(plan.gates)
     return "\n".join(lines)
+
+
+def _describe_gates(gates: Mapping[str, Any]) -> list[str]:
+    lines: list[str] = []
+    pre = gates.get("preflight")
+    if isinstance(pre, dict) and "verdict" in pre:
+        lines.append(f"preflight {pre['verdict']}")
+        for d in pre.get("downgrades", []):
+            lines.append(f"  drop    {d.get('feature')}: {d.get('reason')}")
+        for c in pre.get("checks", []):
+            lines.append(f"  {c['status']:<7} {c['id']}: {c['reason']}")
+    mem = gates.get("memory")
+    if isinstance(mem, dict) and "verdict" in mem:
+        mfs = mem.get("mem_fraction_static", {})
+        gib = mem.get("terms", {}).get("kv_pool", 0) / 2**30
+        lines.append(f"memory    {mem['verdict']}: KV pool {gib:.1f} GiB per GPU = {mem.get('kv_tokens', 0):,} tokens "
+                     f"at --mem-fraction-static {mfs.get('value')} ({mfs.get('source')}); "
+                     f"weights {mem.get('weights_bytes_per_rank', 0) / 2**30:.1f} GiB/rank")
+    elif isinstance(mem, dict) and "skipped" in mem:
+        lines.append(f"memory    not planned: {mem['skipped']}")
+    return lines
 
 
 def exec_plan(plan: LaunchPlan, env: Mapping[str, str]) -> None:

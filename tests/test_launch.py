@@ -258,3 +258,12 @@ def test_memory_gate_records_a_fitting_budget_in_the_manifest(capsys: pytest.Cap
 def test_memory_gate_never_blocks_what_it_cannot_plan(capsys: pytest.CaptureFixture[str]) -> None:
     doc = dry_run_json(capsys, "--", "--model-path", "some-org/not-in-any-local-cache", "--tp-size", "8")
     assert "skipped" in doc["gates"]["memory"]
+
+
+def test_dry_run_text_shows_the_gates_verdicts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["launch", "--dry-run", "--assume", "8xRTX-PRO-6000", "--profile", "fewchan", "--",
+                 "--model-path", str(MODEL), "--tp-size", "8"]) == 0
+    err = capsys.readouterr().err
+    assert "preflight ok" in err
+    mem_line = next(ln for ln in err.splitlines() if ln.startswith("memory"))
+    assert "fits" in mem_line and "tokens" in mem_line and "--mem-fraction-static 0.8" in mem_line

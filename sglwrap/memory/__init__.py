@@ -18,6 +18,7 @@ from sglwrap.memory.defaults import resolve
 from sglwrap.memory.explain import Verdict, explain
 from sglwrap.memory.model import ModelShape, load_shape
 from sglwrap.memory.nccl import NcclCost, NcclSettings, comm_cost
+from sglwrap.memory.swa import DEFAULT_SWA_FULL_TOKENS_RATIO
 from sglwrap.memory.weights import Weights, weights_for
 
 SCHEMA_VERSION = 1
@@ -69,6 +70,18 @@ class MemoryPlan:
         deficit = b.weights - b.static_limit
         return deficit > 0.10 * b.weights
 
+    def _swa_dict(self) -> dict[str, Any] | None:
+        """The hybrid SWA split (None for an ordinary pool)."""
+        sc, lay = self.cell.swa, self.shape.swa
+        if sc is None or lay is None:
+            return None
+        return {"configurator": "HybridSWAPoolConfigurator", "full_layers": sc.full_layers,
+                "swa_layers": sc.swa_layers, "sliding_window": lay.config_window, "window_checked": sc.window,
+                "swa_full_tokens_ratio": sc.ratio,
+                "full_cell_bytes": sc.full_per_layer * (sc.full_layers + sc.draft_full_layers),
+                "swa_cell_bytes": sc.swa_per_layer * sc.swa_layers,
+                "full_tokens": self.budget.kv_tokens if sc.full_layers else 0, "swa_tokens": self.budget.swa_tokens}
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract (schema_version 1)."""
         b = self.budget
@@ -82,7 +95,8 @@ class MemoryPlan:
             "parallel": {"tp": self.args.tp_size, "pp": self.args.pp_size, "dp": self.args.dp_size,
                          "attn_dp": self.args.attn_dp_size, "ep": self.args.ep_size},
             "kv_cell_bytes": self.cell.bytes_per_token, "kv_cell_formula": self.cell.formula,
-            "kv_tokens": b.kv_tokens, "weights_bytes_per_rank": b.weights, "weights_source": b.w_source,
+            "kv_tokens": b.kv_tokens, "swa_tokens": b.swa_tokens, "swa": self._swa_dict(),
+            "weights_bytes_per_rank": b.weights, "weights_source": b.w_source,
             "weights_total_bytes": self.weights_info.total_bytes,
             "mem_fraction_static": {"value": b.mem_fraction_static, "source": b.mfs_source},
             "min_mem_fraction_static": round(b.min_mem_fraction_static, 4),
@@ -154,8 +168,10 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     resolved = resolve(args, shape, gpu_total / (1 << 20), profile_mfs=profile_mfs)
     draft = 1 if args.speculative_algorithm and args.speculative_algorithm.upper() in ("EAGLE", "EAGLE3", "MTP",
                                                                                         "NEXTN") else 0
+    hybrid_swa = shape.swa is not None and not args.disable_hybrid_swa_memory  # model_config.py:1215-1218
+    swa_ratio = (args.swa_full_tokens_ratio or DEFAULT_SWA_FULL_TOKENS_RATIO) if hybrid_swa else None
     cell = cell_bytes(shape, attn_tp=args.attn_tp_size, pp=args.pp_size, kv_cache_dtype=args.kv_cache_dtype,
-                      draft_layers=draft)
+                      draft_layers=draft, swa_ratio=swa_ratio)
     online = args.quantization if args.quantization and shape.quant_method is None else None
     weights = weights_for(shape, tp=args.tp_size, attn_tp=args.attn_tp_size, pp=args.pp_size, online_quant=online)
     budget = compute(shape=shape, args=args, resolved=resolved, cell=cell, weights=weights, gpu_total=gpu_total,
@@ -163,9 +179,26 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
                      observed=observed or Observed())
     graph_flag = "--cuda-graph-max-bs-decode" if (sglang_version is None or
                                                  _newer(sglang_version)) else "--cuda-graph-max-bs"
-    verdict = explain(budget, version=sglang_version, tp=args.tp_size, graph_flag=graph_flag)
+    verdict = explain(budget, version=sglang_version, tp=args.tp_size, graph_flag=graph_flag,
+                      swa_fix=_swa_ratio_fix(cell, budget, args) if budget.swa_error else None)
     return MemoryPlan(shape, args, cell, weights, nccl, budget, verdict, sglang_version, facts.gpus[0].name,
                       interconnect, env)
+
+
+def _swa_ratio_fix(cell: Cell, budget: Budget, args: ServerArgs) -> str | None:
+    """The smallest --swa-full-tokens-ratio (steps of 0.05) whose SWA pool passes SGLang's window check."""
+    from dataclasses import replace
+
+    from sglwrap.memory.budget import _swa_pool
+
+    sc = cell.swa
+    if sc is None:
+        return None
+    for step in range(int(sc.ratio * 20) + 1, 21):
+        trial = replace(cell, swa=replace(sc, ratio=step / 20))
+        if _swa_pool(trial, budget.kv_budget, args).error is None:
+            return f"--swa-full-tokens-ratio {step / 20:g} (the SWA pool must exceed the window + one page)"
+    return None
 
 
 def _newer(version: str) -> bool:

@@ -11,7 +11,7 @@ from sglwrap.errors import UsageError
 _INT = ("tp_size", "pp_size", "dp_size", "attn_dp_size", "ep_size", "context_length", "cuda_graph_max_bs_decode",
         "cuda_graph_max_bs", "chunked_prefill_size", "max_running_requests", "page_size", "max_total_tokens",
         "speculative_num_draft_tokens")
-_FLOAT = ("mem_fraction_static",)
+_FLOAT = ("mem_fraction_static", "swa_full_tokens_ratio")
 _STR = ("model_path", "kv_cache_dtype", "quantization", "dtype", "speculative_algorithm",
         "speculative_draft_model_path", "cuda_graph_backend_decode", "cuda_graph_backend_prefill")
 # older SGLang versions name some destinations after the long spelling (0.5.9: tensor_parallel_size)
@@ -19,7 +19,7 @@ _DEST_ALIASES = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "p
                  "data_parallel_size": "dp_size", "expert_parallel_size": "ep_size",
                  "attention_data_parallel_size": "attn_dp_size"}
 _BOOL = ("enable_dp_attention", "disable_cuda_graph", "disable_decode_cuda_graph", "disable_prefill_cuda_graph",
-         "disable_custom_all_reduce", "enable_symm_mem", "enable_nccl_nvls")
+         "disable_custom_all_reduce", "enable_symm_mem", "enable_nccl_nvls", "disable_hybrid_swa_memory")
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,8 @@ class ServerArgs:
     disable_custom_all_reduce: bool = False
     enable_symm_mem: bool = False
     enable_nccl_nvls: bool = False
+    swa_full_tokens_ratio: float | None = None  # None: SGLang's fallback 0.8 (arg_groups/fields/schedule.py:150)
+    disable_hybrid_swa_memory: bool = False
 
     @property
     def attn_tp_size(self) -> int:
@@ -111,6 +113,9 @@ def parse_server_args(argv: Sequence[str], *, version: str | None = None,
     f = raw.get("mem_fraction_static")
     if f is not None and not 0.0 < float(f) < 1.0:  # type: ignore[arg-type]
         raise UsageError(f"--mem-fraction-static {f}: must be between 0 and 1 (exclusive)")
+    r = raw.get("swa_full_tokens_ratio")
+    if r is not None and not 0.0 < float(r) <= 1.0:  # type: ignore[arg-type]
+        raise UsageError(f"--swa-full-tokens-ratio {r}: should be in range (0, 1.0]")  # kv_cache_hook.py:427-428
     graph_bs = raw.get("cuda_graph_max_bs_decode", raw.get("cuda_graph_max_bs"))
     disabled = bool(raw.get("disable_cuda_graph"))
     return ServerArgs(
@@ -136,4 +141,6 @@ def parse_server_args(argv: Sequence[str], *, version: str | None = None,
         disable_custom_all_reduce=bool(raw.get("disable_custom_all_reduce")),
         enable_symm_mem=bool(raw.get("enable_symm_mem")),
         enable_nccl_nvls=bool(raw.get("enable_nccl_nvls")),
+        swa_full_tokens_ratio=None if r is None else float(r),  # type: ignore[arg-type]
+        disable_hybrid_swa_memory=bool(raw.get("disable_hybrid_swa_memory")),
     )

@@ -15,6 +15,7 @@ from sglwrap.memory.cells import Cell
 from sglwrap.memory.defaults import Resolved
 from sglwrap.memory.model import ModelShape
 from sglwrap.memory.nccl import NcclCost
+from sglwrap.memory.swa import SwaPool, split_pool
 from sglwrap.memory.weights import Weights
 
 MIB = 1 << 20
@@ -71,6 +72,9 @@ class Budget:
     min_mem_fraction_static: float
     sglang_suggested_mfs: float | None  # what 0.5.23's error would print
     notes: tuple[str, ...] = field(default=())
+    swa_tokens: int | None = None  # hybrid SWA: tokens of the SWA pool (kv_tokens is then the full pool's)
+    swa_error: str | None = None  # hybrid SWA: SGLang's rejection of a pool too small for one window
+    swa_cell: float | None = None  # hybrid SWA: bytes per full token incl. the ratio's SWA share
 
     @property
     def runtime_free(self) -> int:
@@ -115,11 +119,18 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
     mm = VLM_CACHE_BYTES if shape.is_multimodal else 0
     static_limit = int(p * f)
     rest = static_limit - w - mm
-    tokens = rest // cell.bytes_per_token if rest > 0 else 0
-    tokens = tokens // args.page_size * args.page_size
-    if args.max_total_tokens is not None and tokens > args.max_total_tokens:
-        tokens = args.max_total_tokens
-        notes.append(f"--max-total-tokens {args.max_total_tokens} caps the pool below what fits")
+    pool = _swa_pool(cell, rest, args) if cell.swa is not None else None
+    if pool is not None:
+        tokens, kv_pool = pool.max_total_tokens, pool.pool_bytes
+        if args.max_total_tokens is not None and tokens >= args.max_total_tokens:
+            notes.append(f"--max-total-tokens {args.max_total_tokens} caps the pool below what fits")
+    else:
+        tokens = rest // cell.bytes_per_token if rest > 0 else 0
+        tokens = tokens // args.page_size * args.page_size
+        if args.max_total_tokens is not None and tokens > args.max_total_tokens:
+            tokens = args.max_total_tokens
+            notes.append(f"--max-total-tokens {args.max_total_tokens} caps the pool below what fits")
+        kv_pool = tokens * cell.bytes_per_token
     context_len = args.context_length or shape.context_len
     reqs = _max_reqs(args, tokens, context_len)
     req_to_token = (reqs + 1) * context_len * 4
@@ -131,7 +142,7 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
     symm = SYMM_MEM_BYTES if args.enable_symm_mem else 0
     slack = p - static_limit
     need = req_to_token + decode_graphs + prefill_graphs + acts + late + symm
-    min_f = (w + mm + cell.bytes_per_token * args.page_size) / p if p > 0 else 1.0
+    min_f = (w + mm + _min_pool_bytes(cell, args.page_size)) / p if p > 0 else 1.0
     suggested = None
     if p > 0 and rest <= 0:
         import math
@@ -143,7 +154,35 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
         custom_allreduce=custom_ar, pre_weights_free=p, p_source=p_source, weights=w, w_source=w_source,
         mem_fraction_static=f, mfs_source=resolved.mfs_source, static_limit=static_limit, mm_reserve=mm,
         kv_budget=rest, cell_bytes=cell.bytes_per_token, page_size=args.page_size, kv_tokens=tokens,
-        kv_pool=tokens * cell.bytes_per_token, slack=slack, req_to_token=req_to_token,
+        kv_pool=kv_pool, slack=slack, req_to_token=req_to_token,
         decode_graphs=decode_graphs, prefill_graphs=prefill_graphs, activations=acts, nccl_late=late,
         symm_mem=symm, runtime_need=need, max_running_requests=reqs, context_len=context_len,
-        min_mem_fraction_static=min_f, sglang_suggested_mfs=suggested, notes=tuple(notes))
+        min_mem_fraction_static=min_f, sglang_suggested_mfs=suggested, notes=tuple(notes),
+        swa_tokens=None if pool is None else pool.swa_tokens, swa_error=None if pool is None else pool.error,
+        swa_cell=None if pool is None else pool.cell)
+
+
+def _swa_pool(cell: Cell, rest: int, args: ServerArgs) -> SwaPool:
+    """The hybrid SWA split of ``rest`` bytes (swa.split_pool)."""
+    sc = cell.swa
+    assert sc is not None
+    return split_pool(full_per=sc.full_per_layer, swa_per=sc.swa_per_layer, full_layers=sc.full_layers,
+                      swa_layers=sc.swa_layers, ratio=sc.ratio, available=rest, page_size=args.page_size,
+                      window=sc.window, draft_full_layers=sc.draft_full_layers, max_tokens=args.max_total_tokens)
+
+
+def _min_pool_bytes(cell: Cell, page: int) -> float:
+    """Smallest KV budget SGLang accepts: one page, and for hybrid SWA an SWA pool above window + page
+    (``pool_configurator.py:198-216``)."""
+    sc = cell.swa
+    if sc is None:
+        return float(cell.bytes_per_token * page)
+    unit = sc.full_per_layer * (sc.full_layers + sc.draft_full_layers) + sc.ratio * sc.swa_per_layer * sc.swa_layers
+    if not sc.full_layers:
+        return float((sc.swa_per_layer * sc.swa_layers + sc.full_per_layer * sc.draft_full_layers) * page)
+    if sc.window is None:
+        return unit * page
+    swa_min = ((sc.window + page) // page + 1) * page  # smallest page-aligned SWA pool above window + page
+    full_min = -(-int(swa_min / sc.ratio + 1) // page) * page
+    return unit * full_min
+

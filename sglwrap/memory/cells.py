@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sglwrap.memory.model import ModelShape
+from sglwrap.memory.swa import pp_stage
 
 _ELEMENT_SIZE = {"auto": 0, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4,
                  "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8": 1, "mxfp8": 1}
@@ -24,6 +25,20 @@ class Cell:
     layers: int
     element_size: int
     formula: str
+    swa: SwaCell | None = None  # hybrid SWA pools (then bytes_per_token is the full pool's per token)
+
+
+@dataclass(frozen=True)
+class SwaCell:
+    """Per-layer bytes of a hybrid SWA model on the most loaded rank (``pool_configurator.py:676-727``)."""
+
+    full_per_layer: int
+    swa_per_layer: int
+    full_layers: int
+    swa_layers: int
+    draft_full_layers: int
+    ratio: float
+    window: int | None
 
 
 def element_size(kv_cache_dtype: str, model_dtype: str) -> int:
@@ -45,8 +60,14 @@ def kv_heads_per_rank(shape: ModelShape, attn_tp: int) -> int:
 
 
 def cell_bytes(shape: ModelShape, *, attn_tp: int, pp: int = 1, kv_cache_dtype: str = "auto",
-               draft_layers: int = 0) -> Cell:
-    """The per-token KV cost on the most loaded rank (PP stage with the most layers)."""
+               draft_layers: int = 0, swa_ratio: float | None = None) -> Cell:
+    """The per-token KV cost on the most loaded rank (PP stage with the most layers).
+
+    With ``swa_ratio`` set and a hybrid-SWA model, the cell describes the two pools (``Cell.swa``).
+    """
+    if swa_ratio is not None and shape.swa is not None:
+        return _swa_cell(shape, attn_tp=attn_tp, pp=pp, kv_cache_dtype=kv_cache_dtype,
+                         draft_layers=draft_layers, ratio=swa_ratio)
     size = element_size(kv_cache_dtype, shape.torch_dtype)
     layers = -(-shape.num_layers // pp)
     if shape.is_mla:
@@ -66,3 +87,42 @@ def cell_bytes(shape: ModelShape, *, attn_tp: int, pp: int = 1, kv_cache_dtype: 
         cell += cell * draft_layers // layers
         formula += f" + {draft_layers} draft layer(s)"
     return Cell(cell, heads, layers, size, formula)
+
+
+def _swa_cell(shape: ModelShape, *, attn_tp: int, pp: int, kv_cache_dtype: str, draft_layers: int,
+              ratio: float) -> Cell:
+    """Hybrid SWA: full and SWA per-token bytes per layer (``pool_configurator.py:676-727``); the PP stage with
+    the largest combined cell (SGLang takes the minimum token count over PP ranks)."""
+    assert shape.swa is not None
+    lay = shape.swa
+    size = element_size(kv_cache_dtype, shape.torch_dtype)
+    if shape.is_mla:  # SWA layers reuse the latent dims unless swa_kv_lora_rank is given (model_config.py:1403)
+        dim = int(shape.kv_lora_rank or 0) + int(shape.qk_rope_head_dim or 0)
+        full_per = swa_per = dim * size
+    else:
+        heads = kv_heads_per_rank(shape, attn_tp)
+        swa_total = lay.swa_num_kv_heads if lay.swa_num_kv_heads is not None else shape.num_kv_heads
+        swa_heads = max(1, swa_total // attn_tp)  # get_swa_num_kv_heads (model_config.py:1713-1726)
+        swa_hd = lay.swa_head_dim or shape.head_dim
+        swa_vhd = lay.swa_v_head_dim or swa_hd
+        full_per = heads * (shape.head_dim + shape.v_head_dim) * size
+        swa_per = swa_heads * (swa_hd + swa_vhd) * size
+        if kv_cache_dtype == "mxfp8":
+            full_per += heads * (shape.head_dim + shape.v_head_dim) // 32
+            swa_per += swa_heads * (swa_hd + swa_vhd) // 32
+    swa_ids, full_ids = set(lay.swa_layer_ids), set(lay.full_layer_ids)
+    best: tuple[float, int, int] = (-1.0, 0, 0)
+    for rank in range(pp):
+        stage = pp_stage(shape.num_layers, rank, pp)
+        nf, ns = sum(i in full_ids for i in stage), sum(i in swa_ids for i in stage)
+        cost = full_per * nf + ratio * swa_per * ns if nf else float(swa_per * ns)
+        best = max(best, (cost, nf, ns))
+    _, nf, ns = best
+    sc = SwaCell(full_per, swa_per, nf, ns, draft_layers, ratio, lay.window)
+    full_b = full_per * (nf + draft_layers)
+    formula = (f"full {full_per:,} B x {nf} layers + {ratio:g} x SWA {swa_per:,} B x {ns} layers"
+               if nf else f"all-SWA {swa_per:,} B x {ns} layers")
+    if draft_layers:
+        formula += f" + {draft_layers} draft layer(s)"
+    return Cell(full_b if nf else swa_per * ns + full_b, None if shape.is_mla else kv_heads_per_rank(shape, attn_tp),
+                nf + ns, size, formula, sc)

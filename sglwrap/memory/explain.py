@@ -39,6 +39,8 @@ def sglang_error(kind: str, b: Budget, version: str | None) -> str | None:
     if kind == "weights_dont_fit":
         return "torch.OutOfMemoryError: CUDA out of memory (while loading weights)"
     if kind == "kv_pool_oom":
+        if b.kv_budget > 0 and b.swa_error:
+            return b.swa_error  # pool_configurator.py:210-216, raised before "Not enough memory" could be
         if b.kv_budget <= 0 and new:
             minimum = 1 - (b.pre_weights_free - b.weights) / b.pre_weights_free
             return (f"ValueError: Loaded weights leave no GPU memory for the KV cache under "
@@ -57,17 +59,19 @@ def classify(b: Budget) -> str:
     """weights_dont_fit > kv_pool_oom > graph_oom_risk > fits."""
     if b.weights >= b.pre_weights_free:
         return "weights_dont_fit"
-    if b.kv_budget <= 0 or b.kv_tokens <= 0:
+    if b.kv_budget <= 0 or b.kv_tokens <= 0 or b.swa_error:
         return "kv_pool_oom"
     if b.runtime_need > b.slack:
         return "graph_oom_risk"
     return "fits"
 
 
-def _fix(kind: str, b: Budget, tp: int, graph_flag: str) -> str | None:
+def _fix(kind: str, b: Budget, tp: int, graph_flag: str, swa_fix: str | None = None) -> str | None:
     if kind == "weights_dont_fit":
         return (f"the weights ({gib(b.weights)}/rank) exceed all free memory ({gib(b.pre_weights_free)}): "
                 f"use more GPUs (--tp-size {tp * 2}) or a quantised checkpoint")
+    if kind == "kv_pool_oom" and b.kv_budget > 0 and b.swa_error and swa_fix:
+        return swa_fix
     if kind == "kv_pool_oom":
         need = b.min_mem_fraction_static
         f_new = min(0.99, round(need + 0.02, 2))
@@ -87,8 +91,9 @@ def _fix(kind: str, b: Budget, tp: int, graph_flag: str) -> str | None:
     return None
 
 
-def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str) -> Verdict:
-    """The verdict and the sentences that explain it, each with its numbers."""
+def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str, swa_fix: str | None = None) -> Verdict:
+    """The verdict and the sentences that explain it, each with its numbers (``swa_fix``: the smallest
+    --swa-full-tokens-ratio that clears SGLang's SWA window check, when one does)."""
     kind = classify(b)
     s = [
         f"Before weights each rank has P = {gib(b.pre_weights_free)} free ({b.p_source}): "
@@ -97,7 +102,17 @@ def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str) -> Verd
         f"--mem-fraction-static {b.mem_fraction_static:.3f} ({b.mfs_source}) gives a static limit P*f = "
         f"{gib(b.static_limit)}; weights take W = {gib(b.weights)} ({b.w_source}).",
     ]
-    if b.kv_budget > 0:
+    if b.kv_budget > 0 and b.swa_tokens is not None and b.swa_tokens == b.kv_tokens and b.swa_cell == b.cell_bytes:
+        s.append(f"The KV pool gets P*f - W = {gib(b.kv_budget)}; every attention layer is sliding-window, so "
+                 f"SGLang builds one SWA pool of {b.kv_tokens:,} tokens of {b.cell_bytes:,} B (page {b.page_size}).")
+    elif b.kv_budget > 0 and b.swa_tokens is not None:
+        s.append(f"The KV pool gets P*f - W = {gib(b.kv_budget)}, split by SGLang's hybrid SWA rule: "
+                 f"{b.kv_budget:,} B // {b.swa_cell:,.1f} B per full token (full layers {b.cell_bytes:,} B + "
+                 f"ratio x SWA layers) = {b.kv_tokens:,} full-attention tokens and {b.swa_tokens:,} "
+                 f"sliding-window tokens (page {b.page_size}).")
+        if b.swa_error:
+            s.append(f"SGLang rejects that pool: {b.swa_error.removeprefix('ValueError: ')}")
+    elif b.kv_budget > 0:
         s.append(f"The KV pool gets P*f - W = {gib(b.kv_budget)} = {b.kv_tokens:,} tokens of "
                  f"{b.cell_bytes:,} B each (page {b.page_size}).")
     else:
@@ -112,4 +127,4 @@ def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str) -> Verd
                  f"{b.mem_fraction_static:.2f} GiB (it shrinks P); one allocated after the baseline but before KV "
                  f"sizing costs a full GiB; one after KV sizing only eats the slack.")
     s.extend(b.notes)
-    return Verdict(kind, sglang_error(kind, b, version), _fix(kind, b, tp, graph_flag), tuple(s))
+    return Verdict(kind, sglang_error(kind, b, version), _fix(kind, b, tp, graph_flag, swa_fix), tuple(s))

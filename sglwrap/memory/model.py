@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sglwrap.errors import ConfigError
+from sglwrap.memory.swa import SwaLayout, layout_from_config
 
 CATALOGUE_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 
@@ -62,6 +63,7 @@ class ModelShape:
     is_multimodal: bool
     vision_params: int  # parameters of a vision tower, 0 when none
     sliding_window: int | None
+    swa: SwaLayout | None = None  # set when SGLang 0.5.23 gives the model a hybrid SWA pool (swa.py)
 
     @property
     def is_moe(self) -> bool:
@@ -155,6 +157,10 @@ def _quant(cfg: dict[str, Any], tc: dict[str, Any]) -> tuple[str | None, int | N
     scope = "all-linear"
     if method == "fp8":
         bits = 8
+    if method == "mxfp4":  # e2m1 values + one e8m0 scale per 32 (gpt-oss); attention etc. listed as not converted
+        bits, group = 4, 32
+        if any("self_attn" in str(x) for x in q.get("modules_to_not_convert", ())):
+            scope = "routed-experts"
     groups = q.get("config_groups")
     if isinstance(groups, dict) and groups:  # compressed-tensors
         w = next(iter(groups.values())).get("weights", {})
@@ -213,6 +219,7 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
             is_multimodal="vision_config" in cfg,
             vision_params=_vision_params(cfg),
             sliding_window=int(sliding) if isinstance(sliding, int) else None,
+            swa=layout_from_config(str(arch), tc),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{source}: config.json lacks what the memory model needs ({type(e).__name__}: {e})") \

@@ -27,7 +27,13 @@ def render_table(d: dict) -> str:
               f"  KV tokens: {d['kv_tokens']:,}   max context: {d['max_context_tokens']:,}   "
               f"mem-fraction-static: {d['mem_fraction_static']['value']:.3f} ({d['mem_fraction_static']['source']}), "
               f"minimum {d['min_mem_fraction_static']:.3f}",
-              f"  NCCL: {d['nccl']['formula']}", "", f"verdict: {d['verdict']}"]
+              f"  NCCL: {d['nccl']['formula']}"]
+    swa = d.get("swa")
+    if swa:
+        lines.append(f"  hybrid SWA: {swa['full_layers']} full + {swa['swa_layers']} sliding-window layers "
+                     f"(window {swa['sliding_window']}), ratio {swa['swa_full_tokens_ratio']:g}: "
+                     f"full tokens {swa['full_tokens']:,}, SWA tokens {swa['swa_tokens']:,}")
+    lines += ["", f"verdict: {d['verdict']}"]
     if d.get("sglang_error"):
         lines.append(f"  SGLang would fail with: {d['sglang_error']}")
     if d.get("fix"):

@@ -60,6 +60,8 @@ def _linear_bytes(shape: ModelShape, online_quant: str | None) -> float:
         return 1.0
     if shape.quant_method is None:
         return _DTYPE_BYTES.get(shape.torch_dtype, 2.0)
+    if shape.quant_method == "mxfp4":
+        return 4 / 8 + 1 / 32  # 4-bit values, one 1-byte e8m0 scale per 32
     bits = shape.quant_bits or 8
     group = shape.quant_group_size or 0
     scale = 2.0 / group if group else 4.0 / (128 * 128)  # bf16 scale per group; fp8 block scales

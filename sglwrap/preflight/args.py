@@ -16,7 +16,7 @@ _ALIASES: dict[str, str] = {
     "--ep": "ep", "--ep-size": "ep", "--expert-parallel-size": "ep",
     "--attn-dp-size": "attn_dp", "--nnodes": "nnodes",
     "--moe-a2a-backend": "moe_a2a_backend", "--chunked-prefill-size": "chunked_prefill_size",
-    "--flashinfer-allreduce-fusion-backend": "fusion_backend", "--device": "device",
+    "--flashinfer-allreduce-fusion-backend": "fusion_backend", "--device": "device", "--dtype": "dtype",
 }
 
 

@@ -1,4 +1,4 @@
-"""Communication features: flashinfer-fusion, symm-mem, custom-allreduce, ep-a2a.
+"""Communication features: flashinfer-fusion, symm-mem, custom-allreduce, ep-a2a, pcie-ipc-allreduce.
 
 Each replicates the decision SGLang 0.5.23 takes at run time (file:line in the reasons), so the answer comes
 before any weights load.
@@ -217,3 +217,44 @@ def _flashinfer_a2a(ctx: Context) -> Verdict:
                    "workspace (moe_a2a_get_workspace_size_per_rank) comes out of the same GPU memory as the KV cache",
                    "leave headroom (lower --mem-fraction-static) or cap "
                    "SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK")
+
+
+PCIE_IPC_ENV = "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"
+_PCIE_IPC_WORLD_SIZES = (2, 4, 8)  # srt/distributed/device_communicators/pcie_ipc_ar.py:77
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "y")
+
+
+def check_pcie_ipc_allreduce(ctx: Context) -> Verdict:
+    """FlashInfer's PCIe-IPC all-reduce (SGLang 0.5.23 opt-in ``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE``): SGLang quietly
+    keeps NCCL when its conditions fail (pcie_ipc_ar.py:77-113, 224-230), so say so before launch."""
+    cid = "pcie-ipc-allreduce"
+    user = _truthy(ctx.environ.get(PCIE_IPC_ENV))
+    want = user or _truthy(ctx.env(PCIE_IPC_ENV)) or ctx.mode("pcie_ipc_allreduce") in ("require", "prefer")
+    if not want:
+        return Verdict(cid, Status.PASS, f"not requested ({PCIE_IPC_ENV} unset; opt-in in SGLang 0.5.23)")
+    flag = f"{PCIE_IPC_ENV}=1" if user else None
+    fix = "leave it off: NCCL (or the custom all-reduce) carries the all-reduce"
+    if ctx.flags is not None and ctx.flags.env and PCIE_IPC_ENV not in ctx.flags.env:
+        why = f"SGLang {ctx.flags.version} has no {PCIE_IPC_ENV} (it is ignored there)"
+        return unsupported(ctx, cid, "pcie_ipc_allreduce", flag, why, "SGLang 0.5.23 has it; " + fix)
+    if ctx.stack.fi_pcie_ipc is False:
+        why = (f"flashinfer-python {ctx.stack.flashinfer} lacks PcieIpcAllReduceWorkspace, so SGLang falls back to "
+               "NCCL (pcie_ipc_ar.py:224-230)")
+        return unsupported(ctx, cid, "pcie_ipc_allreduce", flag, why, "flashinfer-python 0.7.2 exports it; " + fix)
+    if ctx.world not in _PCIE_IPC_WORLD_SIZES:
+        why = f"tp={ctx.world}: its kernels build IPC channels for world sizes {list(_PCIE_IPC_WORLD_SIZES)} only"
+        return unsupported(ctx, cid, "pcie_ipc_allreduce", flag, why, fix)
+    if ctx.args.has("--enable-deterministic-inference"):
+        why = "deterministic inference turns it off (pcie_ipc_ar.py:97-104)"
+        return unsupported(ctx, cid, "pcie_ipc_allreduce", flag, why, fix)
+    if (ctx.args.get("dtype") or "auto") in ("float16", "half", "float32", "float"):
+        why = f"--dtype {ctx.args.get('dtype')}: the kernels are tuned for bfloat16 only"
+        return Verdict(cid, Status.WARN, why, "use --dtype bfloat16 or leave PCIe-IPC off")
+    if _group_nvlink(ctx.facts, ctx.world) and not ctx.args.has("--disable-custom-all-reduce"):
+        return Verdict(cid, Status.WARN, "the GPUs are joined by NVLink: SGLang tries its custom all-reduce first "
+                       "(parallel_state.py:966-975), so PCIe-IPC will rarely run", "meant for PCIe-only boxes")
+    return Verdict(cid, Status.PASS, f"tp={ctx.world} on PCIe, FlashInfer {ctx.stack.flashinfer} has the "
+                   "PCIe-IPC workspace: SGLang uses it for decode-sized bf16 all-reduces")

@@ -14,6 +14,7 @@ from sglwrap.preflight.checks_comm import (
     check_custom_allreduce,
     check_ep_a2a,
     check_flashinfer_fusion,
+    check_pcie_ipc_allreduce,
     check_symm_mem,
 )
 from sglwrap.preflight.checks_host import check_gpu_count, check_gpu_processes, check_nccl_env, check_sglang_flags
@@ -37,6 +38,7 @@ CHECKS: tuple[Callable[[Context], Verdict], ...] = (
     check_custom_allreduce,
     check_symm_mem,
     check_ep_a2a,
+    check_pcie_ipc_allreduce,
     check_nccl_env,
     check_gpu_processes,
     check_memory,

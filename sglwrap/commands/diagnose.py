@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,18 @@ def run(args: argparse.Namespace) -> int:
     if args.logs.count("-") > 1:
         raise SglwrapError("'-' (stdin) can be given only once", exit_code=EXIT_UNREADABLE)
     report = diagnose(args.logs)
+    from sglwrap.diagnose.replan import describe, replan
+
+    accountant = replan(report)
     if args.plot is not None:
         from sglwrap.diagnose.plot import write_plot
 
         write_plot(report, args.plot)
     if args.json:
-        sys.stdout.write(to_json(report) + "\n")
+        doc = json.loads(to_json(report))
+        doc["accountant"] = accountant
+        sys.stdout.write(json.dumps(doc) + "\n")
     else:
         sys.stderr.write(to_text(report))
+        sys.stderr.write("\n".join(describe(accountant)) + "\n")
     return report.exit_code

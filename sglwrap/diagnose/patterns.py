@@ -154,6 +154,15 @@ ARG_RES: Final = {
     "cuda_graph_max_bs": re.compile(r"['\"]?\bcuda_graph_max_bs(?:_decode)?['\"]?\s*[:=]\s*(\d+)"),
     "chunked_prefill_size": re.compile(r"['\"]?\bchunked_prefill_size['\"]?\s*[:=]\s*(\d+)"),
     "disable_cuda_graph": re.compile(r"['\"]?\bdisable_cuda_graph['\"]?\s*[:=]\s*(True|False|true|false)"),
+    "pp_size": re.compile(r"['\"]?\bpp_size['\"]?\s*[:=]\s*(\d+)"),
+    "dp_size": re.compile(r"['\"]?\bdp_size['\"]?\s*[:=]\s*(\d+)"),
+    "context_length": re.compile(r"['\"]?\bcontext_length['\"]?\s*[:=]\s*(\d+)"),
+    "page_size": re.compile(r"['\"]?\bpage_size['\"]?\s*[:=]\s*(\d+)"),
+}
+# String-valued server args the memory re-plan needs (sglwrap.diagnose.replan).
+STR_ARG_RES: Final = {
+    key: re.compile(r"['\"]?\b" + key + r"['\"]?\s*[:=]\s*['\"]([^'\"]+)['\"]")
+    for key in ("model_path", "kv_cache_dtype", "dtype", "quantization")
 }
 VERSION_RE: Final = re.compile(
     r"(?:\bsglang(?:==| version:? | v)|lmsysorg/sglang:v|SGLang v?)(\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?)", re.I
@@ -301,6 +310,9 @@ def _parse_context(tags: str, msg: str, out: list[Event]) -> None:
             if (m := rx.search(msg)) is not None:
                 raw = m.group(1)
                 vals[key] = raw.lower() == "true" if key == "disable_cuda_graph" else float(raw)
+        for key, rx in STR_ARG_RES.items():
+            if (m := rx.search(msg)) is not None:
+                vals[key] = m.group(1)
         out.append(Event("server_args", tags, vals))
     if (m := VERSION_RE.search(msg)) is not None:
         out.append(Event("version", tags, {"version": m.group(1)}))

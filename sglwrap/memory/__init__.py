@@ -135,12 +135,21 @@ def _interconnect(facts: HostFacts) -> tuple[str, bool]:
 
 
 def _other_processes(facts: HostFacts, n: int) -> int:
+    """Memory someone else holds on the busiest of the first ``n`` GPUs.
+
+    NVML's "used" on an idle GPU already includes the driver's own reservation (about 615 MiB on an H200: the
+    captured idle H200s show total - free = 615 MiB), which the budget subtracts separately as the driver reserve;
+    only what is used beyond it, or what NVML attributes to processes, belongs to other processes.
+    """
+    from sglwrap.memory.budget import DRIVER_RESERVED_BYTES
+
     worst = 0
     for g in facts.gpus[:n]:
+        procs = sum(p.used_bytes or 0 for p in g.processes)
+        beyond = 0
         if g.memory_free_bytes is not None:
-            worst = max(worst, g.memory_total_bytes - g.memory_free_bytes)
-        else:
-            worst = max(worst, sum(p.used_bytes or 0 for p in g.processes))
+            beyond = max(0, g.memory_total_bytes - g.memory_free_bytes - DRIVER_RESERVED_BYTES)
+        worst = max(worst, procs, beyond)
     return worst
 
 

@@ -1,0 +1,38 @@
+"""The budget on real captured hosts: idle GPUs hold only the driver's reservation, which is not "other processes"."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from sglwrap import memory
+from sglwrap.host.facts import GpuProcess, facts_from_dict
+
+FIX = Path(__file__).parent / "fixtures" / "hostfacts"
+LLAMA = str(Path(__file__).resolve().parents[1] / "sglwrap" / "data" / "models" / "Llama-3.1-8B")
+
+
+def _h200x2():  # type: ignore[no-untyped-def]
+    return facts_from_dict(json.loads((FIX / "h200x2-capture.json").read_text()))
+
+
+def test_idle_captured_h200s_count_no_other_processes() -> None:
+    facts = _h200x2()
+    g = facts.gpus[0]
+    assert g.memory_free_bytes is not None and g.memory_total_bytes - g.memory_free_bytes > 500 * 2**20  # NVML "used"
+    plan = memory.plan(facts, {}, ["--model-path", LLAMA, "--tp-size", "2"], sglang_version="0.5.23")
+    assert plan.to_dict()["terms"]["other_processes"] == 0
+
+
+def test_a_leftover_worker_holding_memory_shrinks_p_by_what_it_holds() -> None:
+    facts = _h200x2()
+    held = 20 * 2**30
+    busy = dataclasses.replace(facts.gpus[1], memory_free_bytes=facts.gpus[1].memory_free_bytes - held,  # type: ignore[operator]
+                               processes=(GpuProcess(pid=4242, used_bytes=held, name="python3"),))
+    facts_busy = dataclasses.replace(facts, gpus=(facts.gpus[0], busy))
+    argv = ["--model-path", LLAMA, "--tp-size", "2", "--mem-fraction-static", "0.8"]
+    idle = memory.plan(facts, {}, argv, sglang_version="0.5.23").to_dict()["terms"]
+    loaded = memory.plan(facts_busy, {}, argv, sglang_version="0.5.23").to_dict()["terms"]
+    assert loaded["other_processes"] == held
+    assert idle["pre_weights_free"] - loaded["pre_weights_free"] == held

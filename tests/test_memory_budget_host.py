@@ -36,3 +36,16 @@ def test_a_leftover_worker_holding_memory_shrinks_p_by_what_it_holds() -> None:
     loaded = memory.plan(facts_busy, {}, argv, sglang_version="0.5.23").to_dict()["terms"]
     assert loaded["other_processes"] == held
     assert idle["pre_weights_free"] - loaded["pre_weights_free"] == held
+
+
+def test_users_graph_batch_flag_wins_over_the_profile_in_every_sglang_spelling() -> None:
+    from sglwrap.memory.args import parse_server_args
+
+    profile = {"cuda_graph_max_bs": 128}
+    new = parse_server_args(["--model-path", LLAMA, "--cuda-graph-max-bs-decode", "512"], version="0.5.23",
+                            profile_sglang=profile)
+    old = parse_server_args(["--model-path", LLAMA, "--cuda-graph-max-bs", "512"], version="0.5.9",
+                            profile_sglang=profile)
+    alone = parse_server_args(["--model-path", LLAMA], version="0.5.9", profile_sglang=profile)
+    assert new.cuda_graph_max_bs == old.cuda_graph_max_bs == 512
+    assert alone.cuda_graph_max_bs == 128

@@ -95,7 +95,10 @@ def parse_server_args(argv: Sequence[str], *, version: str | None = None,
         name = "cuda_graph_max_bs_decode" if key == "cuda_graph_max_bs" else key
         if name in _INT + _FLOAT + _STR:
             raw[name] = value
-    raw.update(_values(argv, version))
+    given = _values(argv, version)
+    if "cuda_graph_max_bs" in given:  # SGLang < 0.5.23 spelling of the same decode-graph setting
+        given.setdefault("cuda_graph_max_bs_decode", given.pop("cuda_graph_max_bs"))
+    raw.update(given)
     if not raw.get("model_path"):
         raise UsageError("memory needs the model: pass --model-path DIR|NAME after `--` "
                          "(a local directory, a Hugging Face name in the local cache, or a built-in name "

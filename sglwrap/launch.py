@@ -224,7 +224,7 @@ def _describe_gates(gates: Mapping[str, Any]) -> list[str]:
     if isinstance(pre, dict) and "verdict" in pre:
         lines.append(f"preflight {pre['verdict']}")
         for d in pre.get("downgrades", []):
-            lines.append(f"  drop    {d.get('feature')}: {d.get('reason')}")
+            lines.append(f"  {d.get('feature')} -> {d.get('set')}: {d.get('reason')}")
         for c in pre.get("checks", []):
             lines.append(f"  {c['status']:<7} {c['id']}: {c['reason']}")
     mem = gates.get("memory")

@@ -85,3 +85,12 @@ def test_every_builtin_profile_maps_onto_exact_flags_that_sglangs_own_parser_acc
     assert parsed["baseline"]["cuda_graph_max_bs_decode"] != 128
     assert parsed["pcie-ring"]["disable_custom_all_reduce"] is True
     assert parsed["fewchan"]["disable_custom_all_reduce"] is False
+
+
+def test_no_sglwrap_option_of_any_verb_equals_an_sglang_flag(live) -> None:  # type: ignore[no-untyped-def]
+    """Drop-in rule: options sglwrap owns on a line shared with SGLang's args must never be SGLang flags."""
+    from sglwrap.commands import launch, memory, preflight
+
+    for mod in (launch, memory, preflight):
+        clash = set(mod.OWN_OPTIONS) & set(live.flags)
+        assert not clash, f"{mod.__name__}: {clash}"

@@ -161,7 +161,12 @@ def test_launch_execs_in_the_same_pid_and_returns_the_servers_exit_code() -> Non
     assert first["pid"] == proc.pid, "exec must keep the PID"
     assert first["env"]["NCCL_MAX_NCHANNELS"] == "2"
     assert first["argv"] == ["--model-path", "m"]
-    assert '"sglwrap": "worker-env"' in proc.stderr.read()
+    err = proc.stderr.read()
+    assert '"sglwrap": "worker-env"' in err
+    events = [json.loads(ln) for ln in err.splitlines() if ln.startswith("{") and '"event"' in ln]
+    names = [e["event"] for e in events]
+    assert names.index("launch.preflight") < names.index("launch.exec"), "journal shows the gates before exec"
+    assert next(e for e in events if e["event"] == "launch.exec")["hash"] == load_profile("fewchan").hash
 
 
 def test_sigterm_to_the_launch_pid_reaches_the_server() -> None:

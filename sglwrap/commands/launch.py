@@ -138,6 +138,7 @@ def run(opts: L.LaunchOptions) -> int:
         return 0
     for w in (*plan.warnings, *notes):
         log.warning("launch.note", note=w)
+    _log_gates(log, plan.gates)
     log.info("launch.exec", profile=plan.profile.name, hash=plan.profile.hash, manifest=str(manifest_path),
              argv=plan.argv, node_rank=placement.node_rank, nnodes=placement.nnodes, rank_source=placement.source,
              mode="notify" if endpoint else "exec")
@@ -145,3 +146,17 @@ def run(opts: L.LaunchOptions) -> int:
         return _supervise(plan, L.exec_environment(plan, run_dir, environ), endpoint, environ)
     L.exec_plan(plan, L.exec_environment(plan, run_dir, environ))
     return 0  # unreachable: exec replaced the process
+
+
+def _log_gates(log: Any, gates: dict[str, Any]) -> None:
+    """One journal line per gate, so `journalctl -u …` shows what preflight and the accountant decided."""
+    pre = gates.get("preflight")
+    if isinstance(pre, dict) and "verdict" in pre:
+        log.info("launch.preflight", verdict=pre["verdict"], downgrades=pre.get("downgrades", []),
+                 findings=[f"{c['id']}: {c['status']}" for c in pre.get("checks", [])])
+    mem = gates.get("memory")
+    if isinstance(mem, dict) and "verdict" in mem:
+        log.info("launch.memory", verdict=mem["verdict"], kv_tokens=mem.get("kv_tokens"),
+                 mem_fraction_static=mem.get("mem_fraction_static"), fix=mem.get("fix"))
+    elif isinstance(mem, dict):
+        log.info("launch.memory", skipped=mem.get("skipped"))

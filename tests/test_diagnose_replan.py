@@ -50,3 +50,10 @@ def test_text_report_carries_the_accountant_lines(capsys: pytest.CaptureFixture[
     assert main(["diagnose", str(LOGS / "v0.5.23_tp8_no-kv-budget.log")]) == 1
     err = capsys.readouterr().err
     assert "accountant (Kimi-K2.5" in err and "KV tokens (max context" in err
+
+
+def test_model_path_option_replaces_a_path_that_is_not_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None:
+    # The 0.4.8 fixture names deepseek-ai/DeepSeek-V2-Lite, which is not here; point it at a built-in MLA config.
+    main(["diagnose", "--json", "--model-path", "DeepSeek-V3", str(LOGS / "v0.4.8_docker_tp4_mla_ok.log")])
+    acc = json.loads(capsys.readouterr().out)["accountant"]
+    assert acc["model"] == "DeepSeek-V3" and acc["kv_cell_bytes"] == (512 + 64) * 61 * 2

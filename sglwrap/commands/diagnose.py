@@ -25,6 +25,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("logs", nargs="+", metavar="LOG", help="log file, '-' for stdin, or an sglwrap launch manifest")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--plot", metavar="FILE", type=Path, help="write a PNG of free memory per rank and stage")
+    p.add_argument("--model-path", metavar="DIR|NAME", dest="model_path",
+                   help="the model's config for the memory re-plan when the log's model_path is not on this machine")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     report = diagnose(args.logs)
     from sglwrap.diagnose.replan import describe, replan
 
-    accountant = replan(report)
+    accountant = replan(report, model_path=args.model_path)
     if args.plot is not None:
         from sglwrap.diagnose.plot import write_plot
 

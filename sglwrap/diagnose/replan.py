@@ -59,16 +59,21 @@ def _observed_rank(report: Report) -> tuple[Any, float] | None:
     return None
 
 
-def replan(report: Report) -> dict[str, Any]:
-    """The accountant's view of the logged launch, or ``{"skipped": why}``; never raises (diagnose must not)."""
+def replan(report: Report, model_path: str | None = None) -> dict[str, Any]:
+    """The accountant's view of the logged launch, or ``{"skipped": why}``; never raises (diagnose must not).
+
+    ``model_path`` replaces the log's own ``model_path`` (e.g. a local copy of the config).
+    """
     try:
-        return _replan(report)
+        return _replan(report, model_path)
     except Exception as e:  # noqa: BLE001 - a log must never crash diagnose; say what went wrong instead
         return {"skipped": f"re-plan failed ({type(e).__name__}: {e})"}
 
 
-def _replan(report: Report) -> dict[str, Any]:
-    args = report.server_args
+def _replan(report: Report, model_path: str | None) -> dict[str, Any]:
+    args = dict(report.server_args)
+    if model_path:
+        args["model_path"] = model_path
     model = args.get("model_path")
     found = _observed_rank(report)
     if not model or found is None:

@@ -78,6 +78,9 @@ class SuperviseConfig:
     probe_timeout_s: float = 20.0  # SGLANG_HEALTH_CHECK_TIMEOUT's default: /health runs a 1-token generate
     stop_grace_s: float = DEFAULT_STOP_GRACE_S
     reap_grace_s: float = 5.0
+    # While loading, each progress line also sends EXTEND_TIMEOUT_USEC: a load that keeps making progress is not
+    # killed by TimeoutStartSec, and one that stalls for this long is (systemd.service(5), sd_notify(3)).
+    progress_window_s: float = 1800.0
 
 
 @dataclass(frozen=True)
@@ -257,7 +260,9 @@ class _Supervisor:
             except (OSError, ValueError):
                 pass  # our own stdout went away; keep draining the pipe so the child never blocks
             text = status_for_line(line.decode("utf-8", "replace"))
-            if text and not (self.ready.is_set() and not text.startswith("draining")):
+            if text and not self.ready.is_set() and self.stop_at is None:
+                self.notifier.send(STATUS=text, EXTEND_TIMEOUT_USEC=int(self.config.progress_window_s * 1e6))
+            elif text and not (self.ready.is_set() and not text.startswith("draining")):
                 self.status(text)
         src.close()
 

@@ -150,6 +150,9 @@ def test_ready_waits_for_health_200_and_statuses_follow_the_log(notify: Collecto
         idx = [next(i for i, s in enumerate(statuses) if s.startswith(o)) for o in order]
         assert idx == sorted(idx), statuses
         assert f"127.0.0.1:{port}/health answers 200" in statuses[idx[-1]]
+        loading = [m for _t, m in notify.messages if m.get("STATUS", "").startswith("loading weights")]
+        assert loading and int(loading[0]["EXTEND_TIMEOUT_USEC"]) >= 60 * 10**6, "progress extends the start timeout"
+        assert not any("EXTEND_TIMEOUT_USEC" in m for _t, m in notify.messages if "READY" in m)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=8)
     finally:

@@ -82,6 +82,21 @@ class MemoryPlan:
                 "swa_cell_bytes": sc.swa_per_layer * sc.swa_layers,
                 "full_tokens": self.budget.kv_tokens if sc.full_layers else 0, "swa_tokens": self.budget.swa_tokens}
 
+    def _mamba_dict(self) -> dict[str, Any] | None:
+        """The mamba / linear-attention state pool (None for other models)."""
+        mc, m, lay = self.cell.mamba, self.budget.mamba, self.shape.mamba
+        if mc is None or m is None or lay is None:
+            return None
+        return {"family": lay.family, "linear_layers": mc.linear_layers, "full_attention_layers": mc.full_layers,
+                "conv_state_shape": list(mc.state.conv), "ssm_state_shape": list(mc.state.temporal),
+                "conv_dtype": mc.conv_dtype, "ssm_dtype": mc.ssm_dtype,
+                "per_request_bytes": m.per_request_bytes, "slots": m.slots, "slots_source": m.slots_source,
+                "budget_bytes": None if m.budget_bytes is None else int(m.budget_bytes),
+                "ratio": m.ratio if m.budget_bytes is not None else None,
+                "ratio_source": m.ratio_source if m.budget_bytes is not None else None,
+                "state_bytes": self.budget.mamba_state, "slots_per_request": m.slots_per_request,
+                "error": self.budget.mamba_error}
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract (schema_version 1)."""
         b = self.budget
@@ -96,6 +111,7 @@ class MemoryPlan:
                          "attn_dp": self.args.attn_dp_size, "ep": self.args.ep_size},
             "kv_cell_bytes": self.cell.bytes_per_token, "kv_cell_formula": self.cell.formula,
             "kv_tokens": b.kv_tokens, "swa_tokens": b.swa_tokens, "swa": self._swa_dict(),
+            "mamba": self._mamba_dict(),
             "weights_bytes_per_rank": b.weights, "weights_source": b.w_source,
             "weights_total_bytes": self.weights_info.total_bytes,
             "mem_fraction_static": {"value": b.mem_fraction_static, "source": b.mfs_source},
@@ -107,6 +123,7 @@ class MemoryPlan:
                 "other_processes": b.other_processes, "nccl_init": b.nccl_init,
                 "custom_allreduce": b.custom_allreduce, "pre_weights_free": b.pre_weights_free,
                 "weights": b.weights, "static_limit": b.static_limit, "mm_reserve": b.mm_reserve,
+                "mamba_state": b.mamba_state,
                 "kv_budget": b.kv_budget, "kv_pool": b.kv_pool, "slack": b.slack,
                 "req_to_token": b.req_to_token, "decode_graphs": b.decode_graphs,
                 "prefill_graphs": b.prefill_graphs, "activations": b.activations, "nccl_late": b.nccl_late,
@@ -180,12 +197,18 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     hybrid_swa = shape.swa is not None and not args.disable_hybrid_swa_memory  # model_config.py:1215-1218
     swa_ratio = (args.swa_full_tokens_ratio or DEFAULT_SWA_FULL_TOKENS_RATIO) if hybrid_swa else None
     cell = cell_bytes(shape, attn_tp=args.attn_tp_size, pp=args.pp_size, kv_cache_dtype=args.kv_cache_dtype,
-                      draft_layers=draft, swa_ratio=swa_ratio)
+                      draft_layers=draft, swa_ratio=swa_ratio, mamba_ssm_dtype=args.mamba_ssm_dtype, env=env)
     online = args.quantization if args.quantization and shape.quant_method is None else None
     weights = weights_for(shape, tp=args.tp_size, attn_tp=args.attn_tp_size, pp=args.pp_size, online_quant=online)
     budget = compute(shape=shape, args=args, resolved=resolved, cell=cell, weights=weights, gpu_total=gpu_total,
                      other_processes=_other_processes(facts, len(gpus)), nccl=nccl, p2p=p2p,
                      observed=observed or Observed())
+    if shape.unmodelled_hybrid:
+        from dataclasses import replace
+
+        budget = replace(budget, notes=budget.notes + (
+            f"{shape.architecture} is a linear-attention hybrid whose state pool this accountant does not model: "
+            f"every layer is sized as full attention and no state pool is reserved (the KV token count is off).",))
     graph_flag = "--cuda-graph-max-bs-decode" if (sglang_version is None or
                                                  _newer(sglang_version)) else "--cuda-graph-max-bs"
     verdict = explain(budget, version=sglang_version, tp=args.tp_size, graph_flag=graph_flag,

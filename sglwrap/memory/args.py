@@ -10,16 +10,18 @@ from sglwrap.errors import UsageError
 # dest -> how the value is converted; everything else in the argv is ignored here.
 _INT = ("tp_size", "pp_size", "dp_size", "attn_dp_size", "ep_size", "context_length", "cuda_graph_max_bs_decode",
         "cuda_graph_max_bs", "chunked_prefill_size", "max_running_requests", "page_size", "max_total_tokens",
-        "speculative_num_draft_tokens")
-_FLOAT = ("mem_fraction_static", "swa_full_tokens_ratio")
+        "speculative_num_draft_tokens", "max_mamba_cache_size")
+_FLOAT = ("mem_fraction_static", "swa_full_tokens_ratio", "mamba_full_memory_ratio")
 _STR = ("model_path", "kv_cache_dtype", "quantization", "dtype", "speculative_algorithm",
-        "speculative_draft_model_path", "cuda_graph_backend_decode", "cuda_graph_backend_prefill")
+        "speculative_draft_model_path", "cuda_graph_backend_decode", "cuda_graph_backend_prefill",
+        "mamba_ssm_dtype", "mamba_radix_cache_strategy")
 # older SGLang versions name some destinations after the long spelling (0.5.9: tensor_parallel_size)
 _DEST_ALIASES = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size",
                  "data_parallel_size": "dp_size", "expert_parallel_size": "ep_size",
                  "attention_data_parallel_size": "attn_dp_size"}
 _BOOL = ("enable_dp_attention", "disable_cuda_graph", "disable_decode_cuda_graph", "disable_prefill_cuda_graph",
-         "disable_custom_all_reduce", "enable_symm_mem", "enable_nccl_nvls", "disable_hybrid_swa_memory")
+         "disable_custom_all_reduce", "enable_symm_mem", "enable_nccl_nvls", "disable_hybrid_swa_memory",
+         "disable_radix_cache", "disable_overlap_schedule")
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,13 @@ class ServerArgs:
     enable_nccl_nvls: bool = False
     swa_full_tokens_ratio: float | None = None  # None: SGLang's fallback 0.8 (arg_groups/fields/schedule.py:150)
     disable_hybrid_swa_memory: bool = False
+    # mamba / linear-attention hybrids (arg_groups/fields/schedule.py:216-227, memory.py:64, exec_.py:490-519)
+    max_mamba_cache_size: int | None = None
+    mamba_full_memory_ratio: float | None = None  # None: SGLang's fallback 0.9
+    mamba_ssm_dtype: str | None = None
+    mamba_radix_cache_strategy: str | None = None  # None: "auto"
+    disable_radix_cache: bool = False
+    disable_overlap_schedule: bool = False
 
     @property
     def attn_tp_size(self) -> int:
@@ -119,6 +128,9 @@ def parse_server_args(argv: Sequence[str], *, version: str | None = None,
     r = raw.get("swa_full_tokens_ratio")
     if r is not None and not 0.0 < float(r) <= 1.0:  # type: ignore[arg-type]
         raise UsageError(f"--swa-full-tokens-ratio {r}: should be in range (0, 1.0]")  # kv_cache_hook.py:427-428
+    mr = raw.get("mamba_full_memory_ratio")
+    if mr is not None and float(mr) < 0:  # type: ignore[arg-type]  # sglwrap's check: r/(1+r) needs r >= 0
+        raise UsageError(f"--mamba-full-memory-ratio {mr}: must not be negative")
     graph_bs = raw.get("cuda_graph_max_bs_decode", raw.get("cuda_graph_max_bs"))
     disabled = bool(raw.get("disable_cuda_graph"))
     return ServerArgs(
@@ -146,4 +158,10 @@ def parse_server_args(argv: Sequence[str], *, version: str | None = None,
         enable_nccl_nvls=bool(raw.get("enable_nccl_nvls")),
         swa_full_tokens_ratio=None if r is None else float(r),  # type: ignore[arg-type]
         disable_hybrid_swa_memory=bool(raw.get("disable_hybrid_swa_memory")),
+        max_mamba_cache_size=raw.get("max_mamba_cache_size"),  # type: ignore[arg-type]
+        mamba_full_memory_ratio=None if mr is None else float(mr),  # type: ignore[arg-type]
+        mamba_ssm_dtype=raw.get("mamba_ssm_dtype"),  # type: ignore[arg-type]
+        mamba_radix_cache_strategy=raw.get("mamba_radix_cache_strategy"),  # type: ignore[arg-type]
+        disable_radix_cache=bool(raw.get("disable_radix_cache")),
+        disable_overlap_schedule=bool(raw.get("disable_overlap_schedule")),
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from sglwrap.memory.args import ServerArgs
 from sglwrap.memory.cells import Cell
 from sglwrap.memory.defaults import Resolved
+from sglwrap.memory.mamba import MambaPool, min_rest_bytes, size_pool, state_slots_per_request, too_few_requests_error
 from sglwrap.memory.model import ModelShape
 from sglwrap.memory.nccl import NcclCost
 from sglwrap.memory.swa import SwaPool, split_pool
@@ -75,6 +76,9 @@ class Budget:
     swa_tokens: int | None = None  # hybrid SWA: tokens of the SWA pool (kv_tokens is then the full pool's)
     swa_error: str | None = None  # hybrid SWA: SGLang's rejection of a pool too small for one window
     swa_cell: float | None = None  # hybrid SWA: bytes per full token incl. the ratio's SWA share
+    mamba: MambaPool | None = None  # mamba / linear-attention hybrid: the state pool sized before the KV pool
+    mamba_error: str | None = None  # SGLang's RuntimeError for a state pool too small (K <= 0 or K // ratio = 0)
+    mamba_state: int = 0  # bytes of the state pool ((K + 1) x per request), taken from rest before the KV pool
 
     @property
     def runtime_free(self) -> int:
@@ -82,10 +86,15 @@ class Budget:
         return self.slack - self.runtime_need
 
 
-def _max_reqs(args: ServerArgs, tokens: int, context_len: int) -> int:
+def _max_reqs(args: ServerArgs, tokens: int, context_len: int, mamba: MambaPool | None = None) -> int:
+    """``resolve_max_num_reqs`` (kv_cache_configurator.py:3119-3172), without the floor of 1 when the mamba
+    state cap K // ratio drives it to 0 (SGLang then raises)."""
     estimated = min(max(int(tokens / max(1, context_len) * 512), 2048), 4096)
     cap = args.max_running_requests // max(1, args.attn_dp_size) if args.max_running_requests else estimated
-    return max(1, min(cap, max(1, tokens // 2)))
+    reqs = max(1, min(cap, max(1, tokens // 2)))
+    if mamba is not None and mamba.error is None:
+        reqs = min(reqs, mamba.slots // max(1, mamba.slots_per_request))
+    return reqs
 
 
 def _activations(shape: ModelShape, args: ServerArgs, cps: int) -> int:
@@ -119,20 +128,27 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
     mm = VLM_CACHE_BYTES if shape.is_multimodal else 0
     static_limit = int(p * f)
     rest = static_limit - w - mm
+    mpool = _mamba_pool(cell, rest, args) if cell.mamba is not None else None
+    mamba_error = mpool.error if mpool is not None else None
+    if mpool is not None and mpool.error is None:
+        rest = mpool.rest_after  # kv_cache_configurator.py:3040, what the KV pool is sized from
     pool = _swa_pool(cell, rest, args) if cell.swa is not None else None
     if pool is not None:
         tokens, kv_pool = pool.max_total_tokens, pool.pool_bytes
         if args.max_total_tokens is not None and tokens >= args.max_total_tokens:
             notes.append(f"--max-total-tokens {args.max_total_tokens} caps the pool below what fits")
     else:
-        tokens = rest // cell.bytes_per_token if rest > 0 else 0
+        tokens = rest // cell.bytes_per_token if rest > 0 and cell.bytes_per_token else 0
         tokens = tokens // args.page_size * args.page_size
         if args.max_total_tokens is not None and tokens > args.max_total_tokens:
             tokens = args.max_total_tokens
             notes.append(f"--max-total-tokens {args.max_total_tokens} caps the pool below what fits")
         kv_pool = tokens * cell.bytes_per_token
     context_len = args.context_length or shape.context_len
-    reqs = _max_reqs(args, tokens, context_len)
+    reqs = _max_reqs(args, tokens, context_len, mpool)
+    if mpool is not None and mamba_error is None and reqs <= 0:
+        mamba_error = too_few_requests_error(mpool.slots, mpool.slots_per_request, reqs)
+    reqs = max(1, reqs)
     req_to_token = (reqs + 1) * context_len * 4
     decode_graphs = resolved.decode_max_bs * DECODE_GRAPH_BYTES_PER_BS if args.decode_graph else 0
     prefill_graphs = (1536 * MIB if shape.is_mla else 8 * MIB * resolved.prefill_graph_sizes) \
@@ -142,7 +158,10 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
     symm = SYMM_MEM_BYTES if args.enable_symm_mem else 0
     slack = p - static_limit
     need = req_to_token + decode_graphs + prefill_graphs + acts + late + symm
-    min_f = (w + mm + _min_pool_bytes(cell, args.page_size)) / p if p > 0 else 1.0
+    min_pool = _min_pool_bytes(cell, args.page_size)
+    if mpool is not None:
+        min_pool = min_rest_bytes(mpool, cell.bytes_per_token * args.page_size)
+    min_f = (w + mm + min_pool) / p if p > 0 else 1.0
     suggested = None
     if p > 0 and rest <= 0:
         import math
@@ -159,7 +178,23 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
         symm_mem=symm, runtime_need=need, max_running_requests=reqs, context_len=context_len,
         min_mem_fraction_static=min_f, sglang_suggested_mfs=suggested, notes=tuple(notes),
         swa_tokens=None if pool is None else pool.swa_tokens, swa_error=None if pool is None else pool.error,
-        swa_cell=None if pool is None else pool.cell)
+        swa_cell=None if pool is None else pool.cell, mamba=mpool, mamba_error=mamba_error,
+        mamba_state=mpool.state_bytes if mpool is not None and mpool.error is None else 0)
+
+
+def _mamba_pool(cell: Cell, rest: int, args: ServerArgs) -> MambaPool:
+    """The state pool of a mamba / linear-attention hybrid (mamba.size_pool) on ``rest`` bytes."""
+    mc = cell.mamba
+    assert mc is not None
+    spec = bool(args.speculative_algorithm)
+    overlap = not args.disable_overlap_schedule
+    slots = state_slots_per_request(disable_radix_cache=args.disable_radix_cache,
+                                    strategy=args.mamba_radix_cache_strategy, overlap=overlap,
+                                    page_size=args.page_size)
+    return size_pool(rest, per_req=mc.per_request_bytes, ratio=args.mamba_full_memory_ratio,
+                     max_mamba_cache_size=args.max_mamba_cache_size, disable_radix_cache=args.disable_radix_cache,
+                     max_running_requests=args.max_running_requests, attn_dp=args.attn_dp_size,
+                     draft_tokens=args.speculative_num_draft_tokens if spec else None, slots_per_request=slots)
 
 
 def _swa_pool(cell: Cell, rest: int, args: ServerArgs) -> SwaPool:

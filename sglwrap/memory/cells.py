@@ -7,8 +7,10 @@ Source: ``srt/model_executor/pool_configurator.py:340-535`` (``_compute_cell_siz
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sglwrap.memory.mamba import StateShape, per_request_bytes, ssm_dtype, stage_layers, state_shape
 from sglwrap.memory.model import ModelShape
 from sglwrap.memory.swa import pp_stage
 
@@ -26,6 +28,7 @@ class Cell:
     element_size: int
     formula: str
     swa: SwaCell | None = None  # hybrid SWA pools (then bytes_per_token is the full pool's per token)
+    mamba: MambaCell | None = None  # mamba / linear-attention hybrid (bytes_per_token counts full layers only)
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,18 @@ class SwaCell:
     draft_full_layers: int
     ratio: float
     window: int | None
+
+
+@dataclass(frozen=True)
+class MambaCell:
+    """Recurrent state one request costs on the most loaded rank (``mamba_cache_per_req``, PP-stage share)."""
+
+    per_request_bytes: int
+    state: StateShape
+    linear_layers: int  # all linear layers (SGLang's per-request state covers them all, then scales by PP)
+    full_layers: int  # full-attention layers of the most loaded PP stage (the KV cell's layers)
+    ssm_dtype: str
+    conv_dtype: str
 
 
 def element_size(kv_cache_dtype: str, model_dtype: str) -> int:
@@ -59,17 +74,38 @@ def kv_heads_per_rank(shape: ModelShape, attn_tp: int) -> int:
     return max(1, shape.num_kv_heads // attn_tp)
 
 
+def mamba_cell(shape: ModelShape, *, attn_tp: int, pp: int, mamba_ssm_dtype: str | None,
+               env: Mapping[str, str]) -> MambaCell:
+    """Per-request state of a mamba / linear-attention hybrid (``mamba.py``); conv dtype from
+    SGLANG_MAMBA_CONV_DTYPE (bfloat16, ``environ.py:1628``)."""
+    assert shape.mamba is not None
+    ssm = ssm_dtype(shape.mamba, mamba_ssm_dtype, env)
+    conv = env.get("SGLANG_MAMBA_CONV_DTYPE", "bfloat16")
+    conv = conv if conv in ("float32", "bfloat16", "float16") else "bfloat16"
+    st = state_shape(shape.mamba, attn_tp, ssm=ssm, conv=conv)
+    _, full = stage_layers(shape.mamba, shape.num_layers, pp)
+    return MambaCell(per_request_bytes(shape.mamba, st, shape.num_layers, pp), st,
+                     len(shape.mamba.linear_layer_ids), full, ssm, conv)
+
+
 def cell_bytes(shape: ModelShape, *, attn_tp: int, pp: int = 1, kv_cache_dtype: str = "auto",
-               draft_layers: int = 0, swa_ratio: float | None = None) -> Cell:
+               draft_layers: int = 0, swa_ratio: float | None = None, mamba_ssm_dtype: str | None = None,
+               env: Mapping[str, str] | None = None) -> Cell:
     """The per-token KV cost on the most loaded rank (PP stage with the most layers).
 
-    With ``swa_ratio`` set and a hybrid-SWA model, the cell describes the two pools (``Cell.swa``).
+    With ``swa_ratio`` set and a hybrid-SWA model, the cell describes the two pools (``Cell.swa``). For a
+    mamba / linear-attention hybrid only the full-attention layers hold KV (``pool_configurator.py:229-236``)
+    and ``Cell.mamba`` carries the per-request state.
     """
     if swa_ratio is not None and shape.swa is not None:
         return _swa_cell(shape, attn_tp=attn_tp, pp=pp, kv_cache_dtype=kv_cache_dtype,
                          draft_layers=draft_layers, ratio=swa_ratio)
     size = element_size(kv_cache_dtype, shape.torch_dtype)
     layers = -(-shape.num_layers // pp)
+    mamba = None
+    if shape.mamba is not None:
+        mamba = mamba_cell(shape, attn_tp=attn_tp, pp=pp, mamba_ssm_dtype=mamba_ssm_dtype, env=env or {})
+        layers = mamba.full_layers
     if shape.is_mla:
         dim = int(shape.kv_lora_rank or 0) + int(shape.qk_rope_head_dim or 0)
         cell = dim * layers * size
@@ -83,10 +119,12 @@ def cell_bytes(shape: ModelShape, *, attn_tp: int, pp: int = 1, kv_cache_dtype: 
         formula = (f"{heads} KV heads/rank x ({shape.head_dim} + {shape.v_head_dim}) x {layers} layers x {size} B")
         if kv_cache_dtype == "mxfp8":
             cell += heads * (shape.head_dim + shape.v_head_dim) * layers // 32
-    if draft_layers:
+    if mamba is not None:
+        formula += " (full-attention layers only)"
+    if draft_layers and layers:
         cell += cell * draft_layers // layers
         formula += f" + {draft_layers} draft layer(s)"
-    return Cell(cell, heads, layers, size, formula)
+    return Cell(cell, heads, layers, size, formula, mamba=mamba)
 
 
 def _swa_cell(shape: ModelShape, *, attn_tp: int, pp: int, kv_cache_dtype: str, draft_layers: int,

@@ -39,6 +39,8 @@ def sglang_error(kind: str, b: Budget, version: str | None) -> str | None:
     if kind == "weights_dont_fit":
         return "torch.OutOfMemoryError: CUDA out of memory (while loading weights)"
     if kind == "kv_pool_oom":
+        if b.mamba_error:  # kv_cache_configurator.py:3040 runs before the no-memory check (:3043-3057)
+            return b.mamba_error
         if b.kv_budget > 0 and b.swa_error:
             return b.swa_error  # pool_configurator.py:210-216, raised before "Not enough memory" could be
         if b.kv_budget <= 0 and new:
@@ -59,7 +61,7 @@ def classify(b: Budget) -> str:
     """weights_dont_fit > kv_pool_oom > graph_oom_risk > fits."""
     if b.weights >= b.pre_weights_free:
         return "weights_dont_fit"
-    if b.kv_budget <= 0 or b.kv_tokens <= 0 or b.swa_error:
+    if b.kv_budget <= 0 or b.kv_tokens <= 0 or b.swa_error or b.mamba_error:
         return "kv_pool_oom"
     if b.runtime_need > b.slack:
         return "graph_oom_risk"
@@ -91,6 +93,23 @@ def _fix(kind: str, b: Budget, tp: int, graph_flag: str, swa_fix: str | None = N
     return None
 
 
+def _mamba_sentence(b: Budget) -> str:
+    """How the mamba / linear-attention state pool was sized (kv_cache_configurator.py:3229-3409)."""
+    m = b.mamba
+    assert m is not None
+    head = (f"Before the KV pool SGLang reserves the linear-attention state: {m.per_request_bytes / (1 << 20):.2f} "
+            f"MiB per request slot")
+    if m.budget_bytes is not None:
+        head += (f"; --mamba-full-memory-ratio {m.ratio:g} ({m.ratio_source}) gives it {gib(m.budget_bytes)} of "
+                 f"the {gib(m.rest_before)} left after weights, {m.slots:,} slots")
+    else:
+        head += f"; {m.slots:,} slots from {m.slots_source}"
+    if m.error is None:
+        head += (f" ({m.slots + 1:,} with the padding slot: {gib(m.state_bytes)}), at most {m.slots_per_request} "
+                 f"slots per running request")
+    return head + "."
+
+
 def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str, swa_fix: str | None = None) -> Verdict:
     """The verdict and the sentences that explain it, each with its numbers (``swa_fix``: the smallest
     --swa-full-tokens-ratio that clears SGLang's SWA window check, when one does)."""
@@ -102,6 +121,10 @@ def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str, swa_fix
         f"--mem-fraction-static {b.mem_fraction_static:.3f} ({b.mfs_source}) gives a static limit P*f = "
         f"{gib(b.static_limit)}; weights take W = {gib(b.weights)} ({b.w_source}).",
     ]
+    if b.mamba is not None:
+        s.append(_mamba_sentence(b))
+        if b.mamba_error:
+            s.append(f"SGLang stops there: {b.mamba_error.removeprefix('RuntimeError: ')}")
     if b.kv_budget > 0 and b.swa_tokens is not None and b.swa_tokens == b.kv_tokens and b.swa_cell == b.cell_bytes:
         s.append(f"The KV pool gets P*f - W = {gib(b.kv_budget)}; every attention layer is sliding-window, so "
                  f"SGLang builds one SWA pool of {b.kv_tokens:,} tokens of {b.cell_bytes:,} B (page {b.page_size}).")
@@ -112,6 +135,9 @@ def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str, swa_fix
                  f"sliding-window tokens (page {b.page_size}).")
         if b.swa_error:
             s.append(f"SGLang rejects that pool: {b.swa_error.removeprefix('ValueError: ')}")
+    elif b.kv_budget > 0 and b.mamba is not None and not b.mamba_error:
+        s.append(f"The KV pool gets the rest, {gib(b.kv_budget)} = {b.kv_tokens:,} tokens of {b.cell_bytes:,} B "
+                 f"each (full-attention layers only, page {b.page_size}).")
     elif b.kv_budget > 0:
         s.append(f"The KV pool gets P*f - W = {gib(b.kv_budget)} = {b.kv_tokens:,} tokens of "
                  f"{b.cell_bytes:,} B each (page {b.page_size}).")

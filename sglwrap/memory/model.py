@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from sglwrap.errors import ConfigError
+from sglwrap.memory.mamba import MambaLayout, unmodelled_hybrid
+from sglwrap.memory.mamba import layout_from_config as mamba_layout
 from sglwrap.memory.swa import SwaLayout, layout_from_config
 
 CATALOGUE_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
@@ -64,6 +66,8 @@ class ModelShape:
     vision_params: int  # parameters of a vision tower, 0 when none
     sliding_window: int | None
     swa: SwaLayout | None = None  # set when SGLang 0.5.23 gives the model a hybrid SWA pool (swa.py)
+    mamba: MambaLayout | None = None  # set for a mamba / linear-attention hybrid this accountant sizes (mamba.py)
+    unmodelled_hybrid: bool = False  # a linear-attention hybrid whose state pool is not modelled
 
     @property
     def is_moe(self) -> bool:
@@ -194,6 +198,7 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
         is_mla = arch in MLA_ARCHS and tc.get("kv_lora_rank") is not None
         method, bits, group, scope = _quant(cfg, tc)
         sliding = tc.get("sliding_window") if tc.get("use_sliding_window", True) else None
+        model_type = tc.get("model_type") or cfg.get("model_type")
         return ModelShape(
             name=name, source=source, directory=directory, architecture=str(arch),
             num_layers=int(tc["num_hidden_layers"]), num_attention_heads=heads,
@@ -220,6 +225,8 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
             vision_params=_vision_params(cfg),
             sliding_window=int(sliding) if isinstance(sliding, int) else None,
             swa=layout_from_config(str(arch), tc),
+            mamba=mamba_layout(model_type, tc),
+            unmodelled_hybrid=mamba_layout(model_type, tc) is None and unmodelled_hybrid(model_type, str(arch)),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{source}: config.json lacks what the memory model needs ({type(e).__name__}: {e})") \

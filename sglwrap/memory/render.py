@@ -9,7 +9,8 @@ _ROWS = (
     ("cuda_context", "- CUDA context"), ("other_processes", "- other processes"),
     ("nccl_init", "- NCCL at init (PyNccl)"), ("custom_allreduce", "- custom all-reduce buffers"),
     ("pre_weights_free", "= P, free before weights"), ("static_limit", "P x f (static limit)"),
-    ("weights", "- weights W"), ("mm_reserve", "- multimodal cache"), ("kv_budget", "= KV budget"),
+    ("weights", "- weights W"), ("mm_reserve", "- multimodal cache"),
+    ("mamba_state", "- mamba/linear-attention state"), ("kv_budget", "= KV budget"),
     ("kv_pool", "KV pool allocated"), ("slack", "P x (1-f) runtime slack"),
     ("req_to_token", "- req_to_token"), ("decode_graphs", "- decode CUDA graphs"),
     ("prefill_graphs", "- prefill CUDA graphs"), ("activations", "- activations"),
@@ -22,6 +23,8 @@ def render_table(d: dict) -> str:
     lines = [f"sglwrap memory: {d['model']['name']} on {d['gpu']['count']}x {d['gpu']['name']} "
              f"(tp {d['parallel']['tp']}, SGLang {d['sglang_version'] or 'unknown'})", ""]
     for key, label in _ROWS:
+        if key == "mamba_state" and not d.get("mamba"):
+            continue
         lines.append(f"  {label:34s} {gib(d['terms'][key]):>12s}")
     lines += ["", f"  KV cell: {d['kv_cell_bytes']:,} B/token ({d['kv_cell_formula']})",
               f"  KV tokens: {d['kv_tokens']:,}   max context: {d['max_context_tokens']:,}   "
@@ -33,6 +36,13 @@ def render_table(d: dict) -> str:
         lines.append(f"  hybrid SWA: {swa['full_layers']} full + {swa['swa_layers']} sliding-window layers "
                      f"(window {swa['sliding_window']}), ratio {swa['swa_full_tokens_ratio']:g}: "
                      f"full tokens {swa['full_tokens']:,}, SWA tokens {swa['swa_tokens']:,}")
+    mamba = d.get("mamba")
+    if mamba:
+        ratio = (f"ratio {mamba['ratio']:g} ({mamba['ratio_source']})" if mamba["ratio"] is not None
+                 else mamba["slots_source"])
+        lines.append(f"  mamba/linear attention: {mamba['linear_layers']} linear + {mamba['full_attention_layers']} "
+                     f"full-attention layers, {mamba['per_request_bytes'] / (1 << 20):.2f} MiB/request "
+                     f"(conv {mamba['conv_dtype']}, ssm {mamba['ssm_dtype']}), {ratio}: {mamba['slots']:,} slots")
     lines += ["", f"verdict: {d['verdict']}"]
     if d.get("sglang_error"):
         lines.append(f"  SGLang would fail with: {d['sglang_error']}")

@@ -130,6 +130,10 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
     rest = static_limit - w - mm
     mpool = _mamba_pool(cell, rest, args) if cell.mamba is not None else None
     mamba_error = mpool.error if mpool is not None else None
+    if mpool is not None and args.speculative_algorithm and (args.max_running_requests is None
+                                                             or args.speculative_num_draft_tokens is None):
+        notes.append("speculative decoding's intermediate mamba state (kv_cache_configurator.py:3357-3380) is not "
+                     "reserved: pass --max-running-requests and --speculative-num-draft-tokens to model it")
     if mpool is not None and mpool.error is None:
         rest = mpool.rest_after  # kv_cache_configurator.py:3040, what the KV pool is sized from
     pool = _swa_pool(cell, rest, args) if cell.swa is not None else None

@@ -180,3 +180,20 @@ def test_memory_mamba_ordinary_models_have_no_mamba_section() -> None:
     d = p.to_dict()
     assert d["mamba"] is None and d["terms"]["mamba_state"] == 0
     assert "mamba" not in render_table(d)
+
+
+def test_memory_mamba_speculative_decoding_reserves_intermediate_state_in_the_budget() -> None:
+    """EAGLE with D draft tokens: K from the joint solve, intermediate state for min(M, K // ratio) + 1 requests."""
+    per_req, d, m = _per_req(2), 4, 64
+    p = _plan(["--speculative-algorithm", "EAGLE", "--speculative-num-draft-tokens", str(d),
+               "--max-running-requests", str(m)], tp=2)
+    rest = int(int(100.0 * GIB) * 0.9) - int(60.0 * GIB)
+    rest_gb = rest / GIB
+    budget_bytes = rest_gb * 0.9 / 1.9 * GIB
+    k = int((budget_bytes - per_req * (1 + d)) // (per_req * (1 + d / 5)))
+    inter = per_req * (min(m, k // 5) + 1) * d
+    kv = int((rest_gb - inter / GIB - (k + 1) * per_req / GIB) * GIB)
+    assert p.budget.mamba is not None
+    assert (p.budget.mamba.slots, p.budget.mamba.spec_reserve_bytes) == (k, inter)
+    assert abs(p.budget.kv_budget - kv) <= 1
+    assert p.cell.bytes_per_token == _cell(2) + _cell(2) // 12  # one MTP draft layer's KV share

@@ -94,7 +94,8 @@ class MemoryPlan:
                 "budget_bytes": None if m.budget_bytes is None else int(m.budget_bytes),
                 "ratio": m.ratio if m.budget_bytes is not None else None,
                 "ratio_source": m.ratio_source if m.budget_bytes is not None else None,
-                "state_bytes": self.budget.mamba_state, "slots_per_request": m.slots_per_request,
+                "state_bytes": self.budget.mamba_state, "spec_reserve_bytes": m.spec_reserve_bytes,
+                "slots_per_request": m.slots_per_request,
                 "error": self.budget.mamba_error}
 
     def to_dict(self) -> dict[str, Any]:

@@ -105,8 +105,10 @@ def _mamba_sentence(b: Budget) -> str:
     else:
         head += f"; {m.slots:,} slots from {m.slots_source}"
     if m.error is None:
-        head += (f" ({m.slots + 1:,} with the padding slot: {gib(m.state_bytes)}), at most {m.slots_per_request} "
-                 f"slots per running request")
+        head += (f" ({m.slots + 1:,} with the padding slot: {gib(m.state_bytes - m.spec_reserve_bytes)}"
+                 + (f", plus {gib(m.spec_reserve_bytes)} of speculative intermediate state"
+                    if m.spec_reserve_bytes else "")
+                 + f"), at most {m.slots_per_request} slots per running request")
     return head + "."
 
 

@@ -202,6 +202,7 @@ class MambaPool:
     rest_after: int  # what the KV pool is sized from
     slots_per_request: int  # _calculate_mamba_ratio
     error: str | None  # SGLang's RuntimeError when K <= 0
+    spec_reserve_bytes: int = 0  # speculative decoding's intermediate state (part of state_bytes)
 
 
 def not_enough_error(slots: int, rest_bytes: float, per_req: int) -> str:
@@ -258,7 +259,7 @@ def size_pool(rest: int, *, per_req: int, ratio: float | None, max_mamba_cache_s
     state = (k + 1) * per_req if k > 0 else 0
     after = int(rest_spec - state) if k > 0 else int(rest_spec)
     return MambaPool(per_req, k, budget, r, r_source, source, int(state + reserve), rest, after,
-                     slots_per_request, error)
+                     slots_per_request, error, int(reserve))
 
 
 def min_rest_bytes(pool: MambaPool, kv_page_bytes: int) -> float:

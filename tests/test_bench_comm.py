@@ -237,9 +237,46 @@ def test_model_sizes_come_from_config_json() -> None:
     (("--profile", "nosuchprofile"), 78, "not found"),
     (("--model-path", "/nonexistent/model"), 78, "no config.json"),
     (("--write-profile", "../evil"), 64, "not valid"),
+    (("--repeat", "0"), 64, "--repeat must be at least 1"),
 ])
 def test_bad_command_lines_are_refused_before_any_rank_starts(args: tuple[str, ...], code: int, text: str) -> None:
     proc = run_sglwrap(*GLOO, *args, "--json", timeout=60)
     assert proc.returncode == code, proc.stderr
     assert text in proc.stderr
     assert proc.stdout == ""
+
+
+def test_repeat_interleaves_fresh_runs_and_reports_run_medians(tmp_path: Path) -> None:
+    profdir = tmp_path / "userprofiles"
+    plot = tmp_path / "r3.png"
+    proc, doc = bench("--profile", "baseline", "--sweep-var", "channels=2", "--sizes", "4K", "--repeat", "3",
+                      "--write-profile", "cpu-r3", "--plot", str(plot), "--json",
+                      env_extra={"SGLWRAP_PROFILE_PATH": str(profdir)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert doc is not None
+    assert doc["config"]["repeat"] == 3 and doc["config"]["order"] == "interleaved"
+    names = [c["name"] for c in doc["configs"]]
+    assert names == ["baseline", "baseline+ch=2"]
+    # Every rank of every run reported the sequence number it was started with: A B A B A B.
+    ran = sorted((seq, c["name"]) for c in doc["configs"] for run in c["runs"] for seq in run["seq_reported"])
+    assert [n for _, n in ran[::2]] == names * 3 and [s for s, _ in ran] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    pids = [p for c in doc["configs"] for run in c["runs"] for p in run["pids"]]
+    assert len(set(pids)) == 12  # fresh rank processes for every run
+    assert [r["repeat_index"] for r in doc["configs"][0]["runs"]] == [0, 1, 2]
+    assert len(doc["results"]) == 2
+    for r in doc["results"]:
+        runs = r["latency_us_runs"]
+        assert r["repeat"] == 3 and len(runs) == 3 and all(x > 0 for x in runs)
+        assert r["latency_us"] == sorted(runs)[1]  # the median of the run medians
+        assert (r["latency_us_runs_p10"], r["latency_us_runs_p90"]) == (min(runs), max(runs))
+        assert r["samples"] >= 15 and r["nwrong"] == 0 and r["nccl_mem_bytes"] is None
+    w = doc["winner"]
+    assert w["repeat"] == 3 and "3/4 of the interleaved pairs" in w["rule"]
+    assert set(w["pairs_won"]) == {"baseline+ch=2"} and w["pairs_needed"] == 3
+    assert "    runlo    runhi    N  label" in proc.stderr
+    assert "over 3 interleaved runs" in proc.stderr and "(run order: 0 2 4)" in proc.stderr
+    raw = yaml.safe_load((profdir / "cpu-r3.yaml").read_text())
+    assert "ran 3 times in fresh processes, interleaved" in raw["description"]
+    assert "Rule: N interleaved runs each" in raw["description"]
+    assert "3 run(s) each" in raw["evidence"][0]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -252,3 +252,90 @@ def test_write_new_never_overwrites(tmp_path: Path) -> None:
     assert sorted(x.name for x in tmp_path.iterdir()) == ["r.json", "r.json.0", "r.json.1"]
     with pytest.raises(ConfigError, match="does not exist"):
         write_new(tmp_path / "nope" / "x.json", b"")
+
+
+# --- --repeat: interleaving, run medians, the paired winner rule --------------------------------------------
+
+def test_repeats_are_interleaved_round_by_round() -> None:
+    from sglwrap.bench import schedule
+
+    assert schedule(3, 2) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]  # A B C A B C, not A A B B C C
+    assert schedule(2, 1) == [(0, 0), (0, 1)]
+
+
+def test_run_medians_are_aggregated_with_their_spread() -> None:
+    def run_rows(lat: float, p90: float) -> list[dict[str, Any]]:
+        return [{"profile": "a", "size_bytes": 4096, "mode": "graph", "latency_us": lat, "latency_us_p90": p90,
+                 "latency_us_min": lat / 2, "latency_us_mean": lat, "alg_bw": 0.0, "bus_bw": 0.0, "nwrong": 0,
+                 "samples": 10, "nccl_mem_bytes": 100, "label": ""}]
+
+    [row] = res.aggregate_rows([run_rows(20.0, 30.0), [], run_rows(10.0, 12.0), run_rows(40.0, 50.0)], world=2)
+    assert row["latency_us"] == 20.0 and row["latency_us_runs"] == [20.0, None, 10.0, 40.0]
+    assert (row["latency_us_runs_p10"], row["latency_us_runs_p90"]) == (10.0, 40.0)
+    assert row["repeat"] == 4 and row["samples"] == 30 and row["latency_us_p90"] == 30.0
+    assert row["latency_us_min"] == 5.0
+    assert row["alg_bw"] == pytest.approx(4096 / 20e-6 / 1e9, rel=1e-5)
+
+
+@pytest.mark.parametrize("pairs, needed", [(1, 1), (2, 2), (3, 3), (4, 3), (5, 4), (10, 8)])
+def test_a_clear_majority_is_three_quarters_of_the_pairs(pairs: int, needed: int) -> None:
+    assert res.needed_wins(pairs) == needed
+
+
+def test_a_noisy_winner_is_rejected_and_a_consistent_one_accepted() -> None:
+    # The docs' case: the reference drifts between runs (19-31 us at one size) more than candidates differ.
+    ref = [[19.2, 21.1], [31.3, 23.1], [22.7, 23.1], [20.0, 30.0], [25.0, 22.0]]
+    lucky = [[18.0, 20.0], [24.0, 22.0], [23.0, 24.0], [21.0, 24.0], [20.5, 21.0]]  # median ~9% faster
+    v = res.paired_verdict(ref, lucky)
+    assert v.wins == 4 and v.needed == 4  # wins the majority of pairs ...
+    assert 0.05 < v.improvement < v.spread  # ... but by less than the reference's across-run spread
+    assert not v.beats
+    alternating = [[r[0] * f, r[1] * f] for r, f in zip(ref, (0.3, 1.5, 0.3, 1.5, 0.3))]
+    v = res.paired_verdict(ref, alternating)
+    assert v.improvement > v.spread and v.wins == 3 and not v.beats  # big median gain, not consistent
+    steady = [[1.0, 1.0]] * 5
+    steady_ref = [[1.3, 1.4], [1.35, 1.3], [1.3, 1.32], [1.4, 1.3], [1.3, 1.3]]
+    v = res.paired_verdict(steady_ref, steady)
+    assert v.wins == 5 and v.improvement > v.margin and v.beats
+    assert not res.paired_verdict(steady_ref, [[None, None]] * 5).beats  # no pairs, no win
+
+
+def _rrow(name: str, size: int, runs: list[float], mem: int | None = None) -> dict[str, Any]:
+    import statistics
+
+    med = statistics.median(runs)
+    return {"profile": name, "size_bytes": size, "mode": "graph", "latency_us": med, "latency_us_p90": med * 1.01,
+            "nccl_mem_bytes": mem, "repeat": len(runs), "latency_us_runs": runs}
+
+
+def test_with_repeats_the_paired_rule_decides_and_n1_keeps_the_old_rule() -> None:
+    ref = [20.0, 30.0, 22.0, 21.0, 26.0]
+    lucky = [18.0, 24.0, 19.0, 19.0, 22.0]  # median 14% faster, 5 of 5 pairs: inside the reference's 50% spread
+    rows = [_rrow("base", 1, ref, 1000), _rrow("lucky", 1, lucky, 1000)]
+    w = res.pick_winner(rows, ["base", "lucky"], [1])
+    assert w is not None and w.name == "base" and w.repeat == 2 + 3 and w.rule == res.RULE_REPEAT
+    assert dict((n, (k, p)) for n, k, p in w.pairs_won) == {"lucky": (5, 5)} and w.needed == 4
+    fast = [x * 0.4 for x in ref]  # 60% faster in every pair: beyond the 50% spread
+    w = res.pick_winner(rows + [_rrow("fast", 1, fast, 1200)], ["base", "lucky", "fast"], [1])
+    assert w is not None and w.name == "fast" and w.equal == ("fast",)
+    lean = [x * 1.02 for x in ref]  # as fast within the noise, half the memory: wins on memory
+    w = res.pick_winner(rows + [_rrow("lean", 1, lean, 500)], ["base", "lucky", "lean"], [1])
+    assert w is not None and w.name == "lean"
+    # The same medians from single runs: the old rule (p90/median of the one run) would pick "lucky".
+    single = [dict(r, repeat=1, latency_us_runs=[r["latency_us"]]) for r in rows]
+    w = res.pick_winner(single, ["base", "lucky"], [1])
+    assert w is not None and w.name == "lucky" and w.rule == res.RULE_SINGLE
+    doc = res.winner_doc(w)
+    assert doc is not None and res.winner_from_doc(doc) == w
+
+
+def test_the_repeated_h200_runs_pick_as_documented() -> None:
+    """docs/benchmarks.md quotes these verdicts of the repeated runs; keep the rule and the doc in step."""
+    doc = json.loads((REAL / "bench_h200x2_r5.json").read_text())
+    w = res.pick_winner(doc["results"], [c["name"] for c in doc["configs"]], doc["config"]["targets"])
+    assert w is not None and w.name == "baseline" and w.repeat == 5
+    assert dict((n, k) for n, k, _ in w.pairs_won) == {"fewchan": 0, "pcie-ring": 0}
+    sweep = json.loads((REAL / "bench_sweep_h200x2_r3.json").read_text())
+    w = res.pick_winner(sweep["results"], [c["name"] for c in sweep["configs"]], sweep["config"]["targets"])
+    assert w is not None and w.name == "baseline+ch=8" and w.score > 1 - w.margin  # on memory, not speed
+    assert all(k < w.needed for _, k, _ in w.pairs_won)  # nothing was faster in 3 of 3 pairs

@@ -49,6 +49,7 @@ class BenchOptions:
     warmup: int = 5
     python: str = sys.executable
     allow_nvls: bool = False
+    repeat: int = 1  # runs per configuration, each in fresh rank processes, interleaved (A B C A B C ...)
     argv: tuple[str, ...] = field(default=())
 
 
@@ -67,6 +68,15 @@ def build_configs(opts: BenchOptions, environ: Mapping[str, str]) -> list[Config
     if opts.sweep_dims:
         configs += sweep_configs(configs[0].profile, opts.sweep_dims, full=opts.sweep_full)
     return configs
+
+
+def schedule(n_configs: int, repeat: int) -> list[tuple[int, int]]:
+    """(repeat index, configuration index) in the order they run: round by round, A B C A B C ...
+
+    Interleaving puts slow drift of the machine (clocks, temperature, neighbours) on every configuration alike
+    instead of on whichever ran last; run k of two configurations then form a pair for the winner rule.
+    """
+    return [(k, i) for k in range(repeat) for i in range(n_configs)]
 
 
 def worker_spec(opts: BenchOptions) -> dict[str, Any]:
@@ -88,48 +98,83 @@ def _flag_table(python: str, environ: Mapping[str, str]) -> Any:
 
 def run_bench(opts: BenchOptions, environ: Mapping[str, str] | None = None, *, stream: TextIO | None = None,
               progress: bool = True) -> tuple[dict[str, Any], dict[str, Config]]:
-    """Measure every configuration in turn; the JSON document and the configurations by name."""
+    """Measure every configuration ``opts.repeat`` times, interleaved; the JSON document and the configurations."""
     env = dict(os.environ if environ is None else environ)
     err = stream or sys.stderr
     configs = build_configs(opts, env)
     table = _flag_table(opts.python, env)
     spec = worker_spec(opts)
     doc = _document(opts, env, len(configs))
-    bar = Progress(len(configs), err, enabled=progress)
+    order = schedule(len(configs), opts.repeat)
+    bar = Progress(len(order), err, enabled=progress)
     printed_header = False
-    runs: list[ConfigRun] = []
-    for i, cfg in enumerate(configs):
+    runs: list[list[ConfigRun]] = [[] for _ in configs]
+    per_run_rows: list[list[list[dict[str, Any]]]] = [[] for _ in configs]
+    seqs: list[list[int]] = [[] for _ in configs]
+    for seq, (k, i) in enumerate(order):
+        cfg = configs[i]
         full_env, env_set, warnings, site = plan_environment(cfg.profile, table, python=opts.python, environ=env,
                                                              allow_nvls=opts.allow_nvls)
-        bar.start(i, cfg.name)
-        status, error, logs, wall = run_config(cfg, spec, full_env, python=opts.python, world=opts.world_size,
-                                               timeout=opts.timeout, on_phase=bar.phase)
+        bar.start(seq, cfg.name if opts.repeat == 1 else f"{cfg.name} (run {k + 1}/{opts.repeat})")
+        status, error, logs, wall = run_config(cfg, dict(spec, seq=seq, repeat_index=k), full_env,
+                                               python=opts.python, world=opts.world_size, timeout=opts.timeout,
+                                               on_phase=bar.phase)
         bar.done(status, wall)
         _forget_temp_run_dir(site)
         run = ConfigRun(config=cfg, status=status, error=error, ranks=logs, env_set=env_set, warnings=warnings,
                         sitecustomize=str(site), wall_s=wall)
-        runs.append(run)
-        rows = res.rows_for(run, opts.sizes, opts.world_size)
-        conf = res.config_doc(run)
-        doc["configs"].append(conf)
-        doc["results"] += rows
+        runs[i].append(run)
+        seqs[i].append(seq)
+        per_run_rows[i].append(res.rows_for(run, opts.sizes, opts.world_size))
         if status == "ok" and not doc["devices"]:
             _fill_devices(doc, run)
-        if not printed_header and (status == "ok" or i == len(configs) - 1):
-            err.write(header(doc))
-            printed_header = True
-        err.write(config_block(conf, rows))
-        err.flush()
+        if opts.repeat == 1:  # one block per configuration as soon as it is measured, as before
+            conf = _config_entry(runs[i], seqs[i])
+            rows = _rows(per_run_rows[i], opts)
+            doc["configs"].append(conf)
+            doc["results"] += rows
+            if not printed_header and (status == "ok" or seq == len(order) - 1):
+                err.write(header(doc))
+                printed_header = True
+            err.write(config_block(conf, rows))
+            err.flush()
+    if opts.repeat > 1:  # the blocks only once every round is done: medians over the runs
+        err.write(header(doc))
+        printed_header = True
+        for i in range(len(configs)):
+            conf = _config_entry(runs[i], seqs[i])
+            rows = _rows(per_run_rows[i], opts)
+            doc["configs"].append(conf)
+            doc["results"] += rows
+            err.write(config_block(conf, rows, repeat=opts.repeat))
     if not printed_header:
         err.write(header(doc))
-    order = [c.name for c in configs]
-    winner = res.pick_winner(doc["results"], order, list(opts.targets))
+    names = [c.name for c in configs]
+    winner = res.pick_winner(doc["results"], names, list(opts.targets))
     doc["winner"] = res.winner_doc(winner)
     doc["end_time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     sizes_shown = sorted(set(opts.targets) | {opts.sizes[-1].nbytes}) if opts.sizes else []
     err.write(summary(doc, sizes_shown))
     err.flush()
     return doc, {c.name: c for c in configs}
+
+
+def _rows(per_run: list[list[dict[str, Any]]], opts: BenchOptions) -> list[dict[str, Any]]:
+    if not any(per_run):
+        return []
+    return res.aggregate_rows(per_run, opts.world_size)
+
+
+def _config_entry(runs: list[ConfigRun], seqs: list[int]) -> dict[str, Any]:
+    """The configuration's record: the first run that did not finish (else the first run), plus every run."""
+    bad = [r for r in runs if r.status != "ok"]
+    conf = res.config_doc(bad[0] if bad else runs[0])
+    conf["runs"] = [{"repeat_index": k, "seq": seq, "status": r.status, "error": r.error,
+                     "wall_s": round(r.wall_s, 2), "pids": [(lg.env_event or {}).get("pid") for lg in r.ranks],
+                     "seq_reported": [(lg.env_event or {}).get("seq") for lg in r.ranks]}
+                    for k, (r, seq) in enumerate(zip(runs, seqs))]
+    conf["wall_s"] = round(sum(r.wall_s for r in runs), 2)
+    return conf
 
 
 def _forget_temp_run_dir(site: Any) -> None:
@@ -180,6 +225,7 @@ def _document(opts: BenchOptions, env: Mapping[str, str], n_configs: int) -> dic
             "targets": list(opts.targets), "budget_s": opts.budget_s, "min_reps": opts.min_reps,
             "max_reps": opts.max_reps, "warmup": opts.warmup, "graph_ops": opts.graph_ops,
             "timeout_s": opts.timeout, "model": model, "n_configs": n_configs,
+            "repeat": opts.repeat, "order": "interleaved" if opts.repeat > 1 else "single",
             "sweep": {"dims": [[d, list(v)] for d, v in opts.sweep_dims], "full": opts.sweep_full}
             if opts.sweep_dims else None,
             "sglang_launcher_env": {k: v for k, (v, _) in SGLANG_LAUNCHER_ENV.items()},

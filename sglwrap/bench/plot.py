@@ -1,7 +1,8 @@
 """``--plot FILE``: median all-reduce latency against message size, one line per configuration, as a PNG.
 
 Solid lines are eager, dashed ones graph mode (per op); the model's message sizes are marked. Sweep points are
-drawn thinner than the profiles asked for by name. matplotlib is imported here only, with the Agg backend.
+drawn thinner than the profiles asked for by name. With ``--repeat`` the line is the median of the run medians
+and a shaded band spans their p10-p90 (min-max for 10 runs or fewer). matplotlib is imported here only, with the Agg backend.
 """
 
 from __future__ import annotations
@@ -34,11 +35,14 @@ def render_png(doc: Mapping[str, Any]) -> bytes:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(10, 6), dpi=110)
     try:
-        lines: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        lines: dict[tuple[str, str], list[tuple[int, float, float, float]]] = {}
         kinds: dict[str, str] = {}
         mem: dict[tuple[str, str], int | None] = {}
+        repeat = int(doc.get("config", {}).get("repeat", 1))
         for r in doc["results"]:
-            lines.setdefault((r["profile"], r["mode"]), []).append((r["size_bytes"], r["latency_us"]))
+            lo = r.get("latency_us_runs_p10", r["latency_us"])
+            hi = r.get("latency_us_runs_p90", r["latency_us"])
+            lines.setdefault((r["profile"], r["mode"]), []).append((r["size_bytes"], r["latency_us"], lo, hi))
             kinds[r["profile"]] = r.get("kind", "profile")
             mem[(r["profile"], r["mode"])] = r.get("nccl_mem_bytes")
         colors: dict[str, Any] = {}
@@ -53,6 +57,9 @@ def render_png(doc: Mapping[str, Any]) -> bytes:
                     marker="o" if not sweep else ".", markersize=4 if not sweep else 3,
                     linewidth=0.9 if sweep else 1.8, alpha=0.7 if sweep else 1.0, color=color,
                     label=f"{name} ({mode}{mib})")
+            if repeat > 1:
+                ax.fill_between([p[0] for p in pts], [p[2] for p in pts], [p[3] for p in pts], color=color,
+                                alpha=0.12 if sweep else 0.2, linewidth=0)
         cfg = doc.get("config", {})
         for s in cfg.get("sizes", []):
             if s.get("label") and s["label"] != "given":
@@ -66,7 +73,8 @@ def render_png(doc: Mapping[str, Any]) -> bytes:
             shown = ticks[:: max(1, len(ticks) // 12)]
             ax.set_xticks(shown, [human(t) for t in shown], rotation=30, ha="right", fontsize=7)
         ax.set_xlabel("message size")
-        ax.set_ylabel("median latency per all-reduce (us)")
+        ax.set_ylabel("median latency per all-reduce (us)" if repeat == 1 else
+                      f"median of {repeat} run medians per all-reduce (us); band: p10-p90 of runs")
         devs = doc.get("devices") or []
         what = f"{cfg.get('world_size')}x {devs[0].get('device') or 'cpu'}" if devs else f"{cfg.get('world_size')} ranks"
         nccl = f", NCCL {doc['nccl_version']}" if doc.get("nccl_version") else ""

@@ -127,12 +127,22 @@ def profile_yaml(name: str, winner: Winner, config: Config, context: Mapping[str
     where = (f"{context.get('world_size')}x {context.get('device') or context.get('backend')} "
              f"(NCCL {context.get('nccl_version') or '-'}, torch {context.get('torch_version') or '-'}, "
              f"backend {context.get('backend')}) on {context.get('host')}")
-    desc = (f"Written by sglwrap bench-comm on {context.get('date')}: the fastest of {context.get('n_configs')} "
+    if winner.repeat > 1:
+        won = dict((n, (k, p)) for n, k, p in winner.pairs_won).get(config.name)
+        pairs = f" It was faster in {won[0]} of {won[1]} interleaved pairs." if won else ""
+        runs = (f" Each configuration ran {winner.repeat} times in fresh processes, interleaved; latencies are "
+                f"medians of the run medians.{pairs} Rule: {winner.rule}.")
+    else:
+        runs = f" One run per configuration. Rule: {winner.rule}."
+    how = ("the reference: nothing beat it beyond the noise" if winner.name == winner.reference else
+           "faster beyond the noise" if winner.score < 1 - winner.margin else
+           "as fast within the noise, with less NCCL memory")
+    desc = (f"Written by sglwrap bench-comm on {context.get('date')}: the winner ({how}) of {context.get('n_configs')} "
             f"configurations for all-reduces of {sizes} in {winner.mode} mode on {where}, measured against "
-            f"{winner.reference}. Median per all-reduce: {per}. Geometric-mean ratio {winner.score:.3f}.{mem} "
-            "Valid for this topology and these sizes only; measure again on other hardware.")
+            f"{winner.reference}. Median per all-reduce: {per}. Geometric-mean ratio {winner.score:.3f}.{mem}"
+            f"{runs} Valid for this topology and these sizes only; measure again on other hardware.")
     evidence = [f"sglwrap bench-comm {context.get('date')}: {where}; winner {config.name} over "
-                f"{context.get('n_configs')} configurations ({winner.mode} mode)."]
+                f"{context.get('n_configs')} configurations ({winner.mode} mode, {winner.repeat} run(s) each)."]
     evidence += [f"{human(s)} ({s} B): {winner.latency_us[s]:.2f} us vs {winner.reference} "
                  f"{winner.reference_us[s]:.2f} us" for s in winner.sizes]
     doc: dict[str, Any] = {"name": name, "description": desc, "extends": extends, "evidence": evidence}

@@ -51,8 +51,18 @@ COLS = ("#       size         count      type   mode     time      p90    algbw 
         "#        (B)    (elements)                      (us)     (us)   (GB/s)   (GB/s)\n")
 
 
-def config_block(conf: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
-    """One configuration: its ``#`` preamble (env, status, memory) and its rows."""
+COLS_REPEAT = ("#       size         count      type   mode     time      p90    algbw    busbw  #wrong    runlo    runhi"
+               "    N  label\n"
+               "#        (B)    (elements)                      (us)     (us)   (GB/s)   (GB/s)            (us)     (us)\n")
+
+
+def config_block(conf: dict[str, Any], rows: Sequence[dict[str, Any]], repeat: int = 1) -> str:
+    """One configuration: its ``#`` preamble (env, status, memory) and its rows.
+
+    With ``repeat`` > 1, time is the median over the runs of each run's median, p90 the median of the runs'
+    p90, and two columns in the manner of nccl-tests' ``-I 1`` extras follow ``#wrong``: runlo/runhi, the
+    p10/p90 of the run medians (min/max for 10 runs or fewer), then N, the runs that finished.
+    """
     env = " ".join(f"{k}={v}" for k, v in sorted(conf.get("env_set", {}).items())) or "(no variables)"
     out = [f"#\n# {conf['kind']} {conf['name']} ({conf['hash'][:12]}): {env}"]
     mem = conf.get("nccl_mem_bytes")
@@ -61,40 +71,71 @@ def config_block(conf: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
         out.append(f"# NCCL device memory per GPU, MiB: {stages}")
     if conf["status"] != "ok":
         out.append(f"# {conf['status'].upper()}: {conf['error']}")
-        return "\n".join(out) + "\n"
-    out.append(COLS.rstrip("\n"))
+        if repeat == 1 or not rows:
+            return "\n".join(out) + "\n"
+    if repeat > 1:
+        order = " ".join(str(r["seq"]) for r in conf.get("runs", []))
+        out.append(f"# {repeat} runs in fresh processes, interleaved with the other configurations (run order: "
+                   f"{order}); time = median of the run medians, runlo/runhi = p10/p90 of the run medians")
+    out.append((COLS if repeat == 1 else COLS_REPEAT).rstrip("\n"))
     for r in rows:
-        out.append(f"{r['size_bytes']:12d}  {r['count']:12d}  {r['type']:>8}  {r['mode']:>5}  "
-                   f"{fstr(r['latency_us'])}  {fstr(r['latency_us_p90'])}  {fstr(r['alg_bw'])}  "
-                   f"{fstr(r['bus_bw'])}  {r['nwrong']:6d}  {r['label']}")
+        line = (f"{r['size_bytes']:12d}  {r['count']:12d}  {r['type']:>8}  {r['mode']:>5}  "
+                f"{fstr(r['latency_us'])}  {fstr(r['latency_us_p90'])}  {fstr(r['alg_bw'])}  "
+                f"{fstr(r['bus_bw'])}  {r['nwrong']:6d}  ")
+        if repeat > 1:
+            done = sum(x is not None for x in r.get("latency_us_runs", []))
+            line += f"{fstr(r.get('latency_us_runs_p10'))}  {fstr(r.get('latency_us_runs_p90'))}  {done:3d}  "
+        out.append(line + r["label"])
     return "\n".join(out) + "\n"
 
 
 def summary(doc: dict[str, Any], sizes: Sequence[int]) -> str:
-    """Rows: configuration and mode; columns: median latency per size (us), then NCCL memory (MiB)."""
-    by: dict[tuple[str, str], dict[int, float]] = {}
+    """Rows: configuration and mode; columns: median latency per size (us), then NCCL memory (MiB).
+
+    With repeated runs each cell is ``median (lo-hi)``: lo/hi are the p10/p90 of the run medians.
+    """
+    by: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
     mem: dict[tuple[str, str], int | None] = {}
     for r in doc["results"]:
         key = (r["profile"], r["mode"])
-        by.setdefault(key, {})[r["size_bytes"]] = r["latency_us"]
+        by.setdefault(key, {})[r["size_bytes"]] = r
         mem[key] = r.get("nccl_mem_bytes")
+    repeat = int(doc.get("config", {}).get("repeat", 1))
+    cw = 9 if repeat == 1 else 24
     names = [c["name"] for c in doc["configs"]]
     width = max([len(n) for n in names] + [12])
-    head = f"# {'configuration':<{width}}  mode  " + "".join(f"{human(s):>9}" for s in sizes) + "  NCCL MiB"
-    lines = ["#", "# Summary: median us per all-reduce", head]
+    what = "median us per all-reduce" + ("" if repeat == 1 else
+                                         f" over {repeat} interleaved runs (p10-p90 of the run medians)")
+    head = f"# {'configuration':<{width}}  mode  " + "".join(f"{human(s):>{cw}}" for s in sizes) + "  NCCL MiB"
+    lines = ["#", f"# Summary: {what}", head]
     for c in doc["configs"]:
         modes = sorted({m for (n, m) in by if n == c["name"]}) or ["-"]
         for m in modes:
             vals = by.get((c["name"], m), {})
-            cells = "".join(fstr(vals.get(s), 9) if s in vals else "-".rjust(9) for s in sizes)
+            cells = "".join(_cell(vals.get(s), cw, repeat) for s in sizes)
             tail = _mib(mem.get((c["name"], m))) if c["status"] == "ok" else c["status"].upper()
             lines.append(f"  {c['name']:<{width}}  {m:>5} {cells}  {tail:>8}")
     w = doc.get("winner")
-    if w:
+    if w and int(w.get("repeat", 1)) > 1:
+        won = ", ".join(f"{n} {k}/{p}" for n, (k, p) in w.get("pairs_won", {}).items()) or "-"
+        lines.append(f"# winner for {', '.join(human(int(s)) for s in w['sizes'])} ({w['mode']}, {w['repeat']} "
+                     f"interleaved runs): {w['name']} (geomean {w['score']:.3f} x {w['reference']}). Pairs faster "
+                     f"than {w['reference']}: {won}; a candidate needs {w.get('pairs_needed')} and a median "
+                     f"improvement above the reference's {w['margin'] * 100:.0f}% across-run spread")
+    elif w:
         lines.append(f"# winner for {', '.join(human(int(s)) for s in w['sizes'])} ({w['mode']}): {w['name']} "
                      f"(geomean {w['score']:.3f} x {w['reference']}; equal within the {w['margin'] * 100:.0f}% noise: "
                      f"{', '.join(w['equal_within_noise'])}; the least NCCL memory among them wins)")
     return "\n".join(lines) + "\n"
+
+
+def _cell(row: dict[str, Any] | None, width: int, repeat: int) -> str:
+    if row is None:
+        return "-".rjust(width)
+    if repeat == 1:
+        return fstr(row["latency_us"], width)
+    lo, hi = row.get("latency_us_runs_p10"), row.get("latency_us_runs_p90")
+    return f"{fstr(row['latency_us'], 7).strip()} ({fstr(lo, 7).strip()}-{fstr(hi, 7).strip()})".rjust(width)
 
 
 class Progress:

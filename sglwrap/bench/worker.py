@@ -109,7 +109,9 @@ def main() -> int:
     world = int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", rank))
     forced = apply_safety(bool(spec.get("allow_nvls")))
-    emit("env", rank=rank, pid=os.getpid(), env=reported_env(), injector=injector_info(), safety=forced)
+    # seq: this run's place in the interleaved order of all runs (--repeat), echoed so the order can be checked
+    emit("env", rank=rank, pid=os.getpid(), env=reported_env(), injector=injector_info(), safety=forced,
+         seq=spec.get("seq"), repeat_index=spec.get("repeat_index"))
     fault(rank)
     try:
         run(spec, rank, world, local)
@@ -204,7 +206,8 @@ def run(spec: dict, rank: int, world: int, local: int) -> None:
                 torch.cuda.empty_cache()
                 mem["after_eager"] = nccl_bytes()  # type: ignore[index]
     dist.barrier()
-    emit("result", rank=rank, rows=rows, mem=mem, info=info, dtype=spec["dtype"], element_size=elem)
+    emit("result", rank=rank, rows=rows, mem=mem, info=info, dtype=spec["dtype"], element_size=elem,
+         seq=spec.get("seq"))
 
 
 def plan_counts(per_op_s: float, budget: float, min_reps: int, max_reps: int, sample_s: float) -> tuple[int, int]:

@@ -55,6 +55,14 @@ def add_parser(subparsers: Any) -> None:
                    help="a grid dimension (repeatable; implies --sweep): an NCCL variable or 'channels'")
     p.add_argument("--sweep-full", action="store_true",
                    help="the cartesian product of the grid (default: one variable at a time)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run each configuration N times, each in fresh rank processes, interleaved (A B C A B C "
+                   "...) so drift hits all alike; report the median of the run medians and their p10-p90 "
+                   "(default 1). Winner rule with N > 1: a candidate beats the reference (the first "
+                   "configuration) only if it is faster in at least 3/4 of the interleaved pairs AND its median "
+                   "improvement exceeds the reference's across-run spread (p90/p10 of its run medians, at least "
+                   "5%%). With N = 1: faster by more than the reference's p90/median spread within its one run. "
+                   "In both, among configurations as fast within the noise the least NCCL memory wins")
     p.add_argument("--write-profile", metavar="NAME",
                    help="write the winner for the measured model/given sizes as profile NAME (extends its base)")
     p.add_argument("--plot", metavar="FILE", type=Path, help="write a PNG of latency vs message size")
@@ -108,6 +116,8 @@ def options(args: argparse.Namespace, environ: dict[str, str], argv: list[str]) 
         raise UsageError("--timeout must be positive")
     if args.min_samples < 1:
         raise UsageError("--min-samples must be at least 1")
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
     model = sz.model_shape(args.model_path) if args.model_path else None
     dtype = args.dtype or (model.dtype if model and model.dtype in sz.DTYPE_BYTES else "bfloat16")
     if dtype not in ("bfloat16", "float16", "float32"):
@@ -149,7 +159,8 @@ def options(args: argparse.Namespace, environ: dict[str, str], argv: list[str]) 
         modes=("eager", "graph") if args.graph else ("eager",), dtype=dtype, graph_ops=graph_ops, model=model,
         sweep_dims=dims, sweep_full=args.sweep_full, timeout=args.timeout, budget_s=budget,
         min_reps=args.min_samples, max_reps=max(args.min_samples, 200), warmup=5,
-        python=args.python or target_python(environ), allow_nvls=args.allow_nvls, argv=tuple(argv),
+        python=args.python or target_python(environ), allow_nvls=args.allow_nvls, repeat=args.repeat,
+        argv=tuple(argv),
     )
 
 
@@ -185,18 +196,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_profile(name: str, doc: dict[str, Any], configs: dict[str, Any], environ: dict[str, str]) -> dict:
-    from sglwrap.bench.results import Winner
+    from sglwrap.bench.results import winner_from_doc
     from sglwrap.bench.sweep import write_profile
 
     w = doc.get("winner")
     if not w:
         raise ConfigError("--write-profile: no configuration was measured at every target size; nothing written")
-    winner = Winner(name=w["name"], mode=w["mode"], score=w["score"], reference=w["reference"],
-                    sizes=tuple(int(s) for s in w["sizes"]),
-                    latency_us={int(k): v for k, v in w["latency_us"].items()},
-                    reference_us={int(k): v for k, v in w["reference_latency_us"].items()},
-                    nccl_mem_bytes=w["nccl_mem_bytes"], reference_mem_bytes=w["reference_nccl_mem_bytes"],
-                    margin=w.get("margin", 0.05), equal=tuple(w.get("equal_within_noise", ())))
+    winner = winner_from_doc(w)
     devs = doc.get("devices") or [{}]
     context = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "host": doc.get("host"),
                "world_size": doc["config"]["world_size"], "device": devs[0].get("device"),

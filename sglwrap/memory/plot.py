@@ -26,7 +26,7 @@ def write_plot(d: dict, path: Path) -> None:
         raise ConfigError("--plot needs matplotlib: pip install 'sglwrap[plot]' (or matplotlib)") from None
     t, gib = d["terms"], float(1 << 30)
     ranks = d["parallel"]["tp"] * d["parallel"]["pp"]
-    fig, ax = plt.subplots(figsize=(max(4, ranks * 0.9 + 2), 5))
+    fig, ax = plt.subplots(figsize=(max(4, ranks * 0.9 + 2) + 1.8, 5))
     used = 0.0
     for label, keys, colour in _SEGMENTS:
         h = sum(max(0, t[k]) for k in keys) / gib
@@ -39,7 +39,8 @@ def write_plot(d: dict, path: Path) -> None:
     ax.set_xlabel("rank")
     ax.set_ylabel("GiB")
     ax.set_title(f"{d['model']['name']}: {d['verdict']}")
-    ax.legend(loc="upper right", fontsize=7)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
+    fig.tight_layout()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
     os.close(fd)
     try:

@@ -61,5 +61,5 @@ def test_profiles_list_json_goes_to_stdout_only(capsys: pytest.CaptureFixture[st
     assert main(["profiles", "list", "--json"]) == 0
     out = capsys.readouterr()
     names = [p["name"] for p in json.loads(out.out)["profiles"]]
-    assert names == ["baseline", "fewchan", "lowgraph", "pcie-ring"]
+    assert names == ["baseline", "fewchan", "lowgraph", "pcie-ipc", "pcie-ring"]
     assert out.err == ""

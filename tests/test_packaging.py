@@ -32,7 +32,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_wheel_contains_profiles_templates_and_data(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    for prof in ("baseline", "fewchan", "lowgraph", "pcie-ring"):
+    for prof in ("baseline", "fewchan", "lowgraph", "pcie-ipc", "pcie-ring"):
         assert f"sglwrap/_profiles/{prof}.yaml" in names
     assert "sglwrap/_templates/sitecustomize.py.tmpl" in names
     assert "sglwrap/data/sglang/sglang-0.5.23.json" in names
@@ -53,7 +53,7 @@ def test_installed_layout_finds_builtin_profiles_and_renders(wheel: Path, tmp_pa
     assert proc.returncode == 0, proc.stderr
     where, names, rendered = proc.stdout.splitlines()
     assert where == str(site / "sglwrap" / "_profiles")
-    assert names == "['baseline', 'fewchan', 'lowgraph', 'pcie-ring']"
+    assert names == "['baseline', 'fewchan', 'lowgraph', 'pcie-ipc', 'pcie-ring']"
     assert rendered == "True"
 
 

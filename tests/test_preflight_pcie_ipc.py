@@ -58,3 +58,19 @@ def test_older_sglang_does_not_know_the_variable(ipc: Profile) -> None:
 def test_on_nvlink_it_only_warns_that_custom_allreduce_goes_first(ipc: Profile) -> None:
     v = check(run(h200(), ipc, "--tp-size", "2"), "pcie-ipc-allreduce")
     assert v.status in (Status.WARN, Status.DOWNGRADE)
+
+
+def test_builtin_pcie_ipc_profile_sets_the_knob_on_the_story_box_and_is_dropped_where_it_cannot_run(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from sglwrap.cli import main
+
+    base = ["launch", "--dry-run", "--json", "--profile", "pcie-ipc", "--assume-stack", "flashinfer-python=0.7.2"]
+    assert main([*base, "--assume", "8xRTX-PRO-6000", "--", "--model-path", "m", "--tp-size", "8"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["env"]["SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"] == "1"
+    assert main([*base, "--assume", "6xRTX-PRO-6000", "--", "--model-path", "m", "--tp-size", "6"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE" not in doc["env"]
+    assert doc["gates"]["preflight"]["downgrades"][0]["feature"] == "pcie_ipc_allreduce"

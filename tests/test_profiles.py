@@ -12,7 +12,7 @@ from sglwrap.profiles import find_profile, list_profiles, load_profile
 
 from .conftest import requires_sglang
 
-BUILTINS = ("baseline", "fewchan", "lowgraph", "pcie-ring")
+BUILTINS = ("baseline", "fewchan", "lowgraph", "pcie-ipc", "pcie-ring")
 
 
 def write(dirpath: Path, name: str, body: str) -> Path:

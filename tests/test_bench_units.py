@@ -339,3 +339,12 @@ def test_the_repeated_h200_runs_pick_as_documented() -> None:
     w = res.pick_winner(sweep["results"], [c["name"] for c in sweep["configs"]], sweep["config"]["targets"])
     assert w is not None and w.name == "baseline+ch=8" and w.score > 1 - w.margin  # on memory, not speed
     assert all(k < w.needed for _, k, _ in w.pairs_won)  # nothing was faster in 3 of 3 pairs
+
+
+def test_features_and_server_settings_are_reported_as_not_measured() -> None:
+    from sglwrap.bench.results import not_measured
+    from sglwrap.profiles import load_profile
+
+    assert not_measured(load_profile("fewchan")) == []
+    assert not_measured(load_profile("pcie-ipc")) == ["features.pcie_ipc_allreduce: prefer"]
+    assert not_measured(load_profile("lowgraph")) == ["sglang.cuda_graph_max_bs: 128"]

@@ -145,6 +145,15 @@ def aggregate_rows(runs: Sequence[Sequence[dict[str, Any]]], world: int) -> list
     return out
 
 
+def not_measured(profile: Any) -> list[str]:
+    """What of a profile bench-comm cannot exercise: it times torch.distributed (NCCL/gloo) all-reduce under the
+    profile's environment, not SGLang's own communicators (custom all-reduce, PCIe-IPC, symmetric memory, fusion)
+    nor its server settings."""
+    out = [f"features.{k}: {v}" for k, v in sorted(profile.features.items()) if v != "auto"]
+    out += [f"sglang.{k}: {v}" for k, v in sorted(profile.sglang.items())]
+    return out
+
+
 def config_doc(run: ConfigRun) -> dict[str, Any]:
     """The per-configuration record in the JSON document (environment proof per rank, memory, status)."""
     info = next(((lg.result or {}).get("info") for lg in run.ranks if lg.result), None) or {}
@@ -172,6 +181,7 @@ def config_doc(run: ConfigRun) -> dict[str, Any]:
         "overrides": run.config.overrides,
         "env": {k: v.value for k, v in sorted(run.config.profile.env.items())},
         "env_set": run.env_set,
+        "not_measured": not_measured(run.config.profile),
         "warnings": run.warnings,
         "sitecustomize": run.sitecustomize,
         "status": run.status,

@@ -65,6 +65,9 @@ def config_block(conf: dict[str, Any], rows: Sequence[dict[str, Any]], repeat: i
     """
     env = " ".join(f"{k}={v}" for k, v in sorted(conf.get("env_set", {}).items())) or "(no variables)"
     out = [f"#\n# {conf['kind']} {conf['name']} ({conf['hash'][:12]}): {env}"]
+    if conf.get("not_measured"):
+        out.append(f"# not exercised here (SGLang's own communicators and server settings): "
+                   f"{', '.join(conf['not_measured'])}; this measures NCCL under the profile's variables only")
     mem = conf.get("nccl_mem_bytes")
     if mem:
         stages = ", ".join(f"{k} {_mib(v)}" for k, v in mem.items())

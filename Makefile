@@ -10,7 +10,7 @@ TEST_VENV := $(CACHE)/venv-$(PIN_HASH)
 DEMO_VENV := .venv
 DEMO_MODEL := sglwrap/data/models/Llama-3.1-8B
 
-.PHONY: demo test test-venv bench clean
+.PHONY: demo test test-venv lint bench clean
 
 $(DEMO_VENV)/.complete: pyproject.toml setup.py
 	rm -rf $(DEMO_VENV)
@@ -33,7 +33,11 @@ $(TEST_VENV)/.complete: requirements/test.txt
 test-venv: $(TEST_VENV)/.complete
 	$(TEST_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation -e .
 
-test: test-venv
+lint: test-venv
+	$(TEST_VENV)/bin/ruff check sglwrap tests benchmarks
+	$(TEST_VENV)/bin/mypy
+
+test: lint
 	SGLWRAP_TEST_VENV=$(TEST_VENV) $(TEST_VENV)/bin/python -m pytest -q tests
 
 bench: test-venv

@@ -324,7 +324,8 @@ def _sglang_value(path: Path, key: str, value: Any) -> Any:
         raise ProfileError(f"{path}: key 'sglang.{key}': {value!r} must be {_kind_word(setting.kind)}")
     if setting.kind in ("int", "float"):
         lo, hi = setting.minimum, setting.maximum
-        if lo is not None and value < lo or hi is not None and value > hi:
+        num = float(value)  # type: ignore[arg-type]  # checked above to be an int or a float
+        if lo is not None and num < lo or hi is not None and num > hi:
             raise ProfileError(f"{path}: key 'sglang.{key}': {value!r} is out of range; allowed: {lo} to {hi}")
     return value
 

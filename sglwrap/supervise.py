@@ -324,8 +324,8 @@ def supervise(argv: Sequence[str], env: Mapping[str, str], config: SuperviseConf
             signal.signal(sig, handler)
         raise ConfigError(f"cannot start {argv[0]}: {e.strerror}") from None
     sup.pid = child.pid
-    for sig in sup.pending:
-        os.kill(child.pid, sig)
+    for pending_sig in sup.pending:
+        os.kill(child.pid, pending_sig)
     sup.status(f"starting SGLang (pid {child.pid})")
     assert child.stdout is not None and child.stderr is not None
     threads = [

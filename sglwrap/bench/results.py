@@ -250,7 +250,7 @@ def needed_wins(pairs: int) -> int:
 
 def run_spread(runs: Sequence[Sequence[float | None]]) -> float:
     """Across-run spread of ``runs[k][j]`` (run k, target j): geomean over j of p90/p10 of the run values, - 1."""
-    cols = [[r[j] for r in runs if r[j] is not None] for j in range(len(runs[0]))] if runs else []
+    cols = [[v for v in (r[j] for r in runs) if v is not None] for j in range(len(runs[0]))] if runs else []
     ratios = [percentile(c, 90) / max(percentile(c, 10), 1e-9) for c in cols if c]
     return _geomean(ratios) - 1 if ratios else 0.0
 
@@ -263,15 +263,17 @@ def paired_verdict(reference: Sequence[Sequence[float | None]], candidate: Seque
     wins it when its geometric-mean latency ratio over the targets is below 1.
     """
     wins = pairs = 0
-    for r, c in zip(reference, candidate):
-        if any(x is None for x in r) or any(x is None for x in c):
+    for r_opt, c_opt in zip(reference, candidate):
+        r = [x for x in r_opt if x is not None]
+        c = [x for x in c_opt if x is not None]
+        if len(r) != len(r_opt) or len(c) != len(c_opt):
             continue
         pairs += 1
-        wins += _geomean([ci / max(ri, 1e-9) for ri, ci in zip(r, c)]) < 1  # type: ignore[operator]
+        wins += _geomean([ci / max(ri, 1e-9) for ri, ci in zip(r, c)]) < 1
     n = len(reference[0]) if reference else 0
 
     def med(runs: Sequence[Sequence[float | None]], j: int) -> float:
-        vals = [x[j] for x in runs if x[j] is not None]
+        vals = [v for v in (x[j] for x in runs) if v is not None]
         return statistics.median(vals) if vals else math.inf
 
     ratio = _geomean([med(candidate, j) / max(med(reference, j), 1e-9) for j in range(n)]) if n else math.inf

@@ -21,6 +21,7 @@ import os
 import sys
 import time
 import traceback
+from typing import Any
 
 PREFIX = "@@sglwrap-bench "
 # NVLink multicast (NVLS) can take a shared host's GPUs out of service; it stays off unless the spec allows it.
@@ -152,7 +153,7 @@ def run(spec: dict, rank: int, world: int, local: int) -> None:
     timeout = spec.get("pg_timeout_s", 600)
     import datetime
 
-    kwargs = {"device_id": device} if cuda else {}
+    kwargs: dict[str, Any] = {"device_id": device} if cuda else {}
     dist.init_process_group(backend, init_method="tcp://%s:%s" % (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]),
                             rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout), **kwargs)
     if cuda:
@@ -196,8 +197,8 @@ def run(spec: dict, rank: int, world: int, local: int) -> None:
             else:
                 row = measure_graph(torch, dist, clock, t, budget, min_reps, max_reps, int(spec["graph_ops"]),
                                     int(spec["graph_bytes_cap"]), agree_max, nccl_bytes)
-                if cuda:
-                    mem["graph"] = max(mem.get("graph", 0), row.pop("nccl_bytes_captured"))  # type: ignore[union-attr]
+                if cuda and mem is not None:
+                    mem["graph"] = max(mem.get("graph", 0), row.pop("nccl_bytes_captured"))
             row.update(size_bytes=count * elem, count=count, mode=mode, nwrong=wrong[size])
             rows.append(row)
             del t

@@ -87,7 +87,7 @@ def to_text(rep: Report) -> str:
     head = ("rank", "stage", "free0", "weights", "free1", "kv_tok", "kv_GiB", "pool", "graphs", "final")
     keys = ("avail_before_weights_gib", "weight_mem_gib", "avail_after_weights_gib", "kv_tokens", "kv_size_gib",
             "avail_after_kv_pool_gib", "cuda_graph_mem_gib", "avail_final_gib")
-    rows = [head]
+    rows: list[tuple[str, ...]] = [head]
     for r in rep.ranks[:64]:
         name = f"{r.node}:{r.label}" if r.node else r.label
         rows.append((name, r.stage, *(_cell(getattr(r, k)) for k in keys)))

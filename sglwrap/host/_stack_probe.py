@@ -60,7 +60,7 @@ def flashinfer():
 
 
 def sglang():
-    out = {}
+    out: dict = {}
     fusion = _src("sglang.srt.layers.flashinfer_comm_fusion")
     if fusion is not None:
         out["fusion_requires_sm90_sm10x"] = "requires SM90 or SM10X" in fusion
@@ -78,7 +78,7 @@ def torch_facts():
         import torch
     except Exception as e:  # a broken install is a fact too
         return {"error": f"{type(e).__name__}: {e}"}
-    out = {"version": torch.__version__, "cuda": torch.version.cuda}
+    out: dict = {"version": torch.__version__, "cuda": torch.version.cuda}
     flags = getattr(torch._C, "_cuda_getArchFlags", None)
     try:
         out["arch_list"] = flags().split() if flags is not None and torch.version.cuda else []

@@ -80,7 +80,7 @@ def _layer_params(shape: ModelShape, attn_tp: int, tp: int) -> tuple[float, floa
     else:
         hd = shape.head_dim
         kv = shape.num_kv_heads
-        repl = 0.0
+        repl = 0
         kv_per_rank = max(1, kv // attn_tp) * attn_tp  # replicated KV heads count once per rank
         sharded = h * shape.num_attention_heads * hd * 2 + h * kv_per_rank * hd * 2
     return float(sharded), float(repl), 0.0, 0.0

@@ -9,10 +9,15 @@ from pathlib import Path
 
 def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
     """Write ``text`` to ``path`` atomically with permission bits ``mode``."""
+    atomic_write_bytes(path, text.encode("utf-8"), mode)
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, fsync, rename) with ``mode``."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)

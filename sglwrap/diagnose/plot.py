@@ -6,13 +6,12 @@ matplotlib is optional: it is imported here only, with the Agg backend, and its 
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from pathlib import Path
 
 from sglwrap.diagnose import Report
 from sglwrap.diagnose.timeline import STAGES
 from sglwrap.errors import SglwrapError
+from sglwrap.fsutil import atomic_write_bytes
 
 MAX_LINES = 32
 
@@ -64,19 +63,10 @@ def render_png(report: Report) -> bytes:
 def write_plot(report: Report, path: Path) -> None:
     """Write the PNG atomically (temp file in the target directory, then rename)."""
     data = render_png(report)
-    target = path.resolve()
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        atomic_write_bytes(path.resolve(), data, mode=0o644)
     except OSError as e:
         raise SglwrapError(f"cannot write {path}: {e.strerror}", exit_code=2) from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 __all__ = ["STAGES", "render_png", "write_plot"]

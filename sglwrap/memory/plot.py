@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
+import io
 from pathlib import Path
 
 from sglwrap.errors import ConfigError
+from sglwrap.fsutil import atomic_write_bytes
 
 _SEGMENTS = (("context", ("driver_reserved", "cuda_context", "other_processes"), "#999999"),
              ("NCCL", ("nccl_init", "custom_allreduce"), "#d62728"), ("weights", ("weights",), "#1f77b4"),
@@ -41,13 +41,12 @@ def write_plot(d: dict, path: Path) -> None:
     ax.set_title(f"{d['model']['name']}: {d['verdict']}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
+    buf = io.BytesIO()
     try:
-        fig.savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        fig.savefig(buf, format="png", dpi=100)
     finally:
         plt.close(fig)
+    try:
+        atomic_write_bytes(path, buf.getvalue(), mode=0o644)
+    except OSError as e:
+        raise ConfigError(f"--plot {path}: cannot write: {e.strerror}") from None

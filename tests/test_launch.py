@@ -272,3 +272,10 @@ def test_dry_run_text_shows_the_gates_verdicts(capsys: pytest.CaptureFixture[str
     assert "preflight ok" in err
     mem_line = next(ln for ln in err.splitlines() if ln.startswith("memory"))
     assert "fits" in mem_line and "tokens" in mem_line and "--mem-fraction-static 0.8" in mem_line
+
+
+def test_assume_stack_picks_the_newest_bundled_table_not_newer_than_the_version(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for asked, used in (("0.5.2", "0.5.2"), ("0.5.5", "0.5.2"), ("0.5.20", "0.5.9"), ("0.5.23", "0.5.23")):
+        doc = dry_run_json(capsys, "--assume-stack", f"sglang={asked}", "--", "--model-path", "m")
+        assert doc["flag_table"] == f"bundled:sglang-{used}.json", asked

@@ -11,9 +11,7 @@ import yaml
 
 from sglwrap.cli import main
 
-LOG_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "sglang-logs"
-if not LOG_DIR.is_dir():
-    LOG_DIR = Path("/work/shared/data/sglang-logs")
+LOG_DIR = Path(__file__).resolve().parent / "fixtures" / "sglang-logs"  # copies of shared/data/sglang-logs
 CASES = sorted(LOG_DIR.glob("*.yaml"))
 
 # truth key -> (where in our JSON, key). "rank" = the rank numbered 0.

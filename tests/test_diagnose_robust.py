@@ -16,7 +16,7 @@ from sglwrap.diagnose.render import to_dict
 from sglwrap.diagnose.sources import _hits, iter_lines
 from sglwrap.errors import SglwrapError
 
-LOG_DIR = Path("/work/shared/data/sglang-logs")
+LOG_DIR = Path(__file__).resolve().parent / "fixtures" / "sglang-logs"  # copies of shared/data/sglang-logs
 FIX = Path(__file__).parent / "fixtures" / "logs"
 REAL = [yaml.safe_load(p.read_text())["log"] for p in sorted(LOG_DIR.glob("*.yaml"))]
 FIXTURES = [p.read_text() for p in sorted(FIX.glob("v*"))]

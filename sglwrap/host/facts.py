@@ -90,8 +90,12 @@ class HostFacts:
     @property
     def all_pairs_nvlink(self) -> bool:
         """True when every pair of GPUs is joined by NVLink (NVML's NVLINK P2P status ok)."""
-        n = len(self.gpus)
-        if n < 2:
+        return self.nvlink_among(len(self.gpus))
+
+    def nvlink_among(self, n: int) -> bool:
+        """True when every pair among the first ``n`` GPUs has NVML's NVLINK P2P status ok (SGLang's
+        is_full_nvlink test); False for fewer than 2 GPUs or more than the host has."""
+        if n < 2 or n > len(self.gpus):
             return False
         for i in range(n):
             for j in range(i + 1, n):

@@ -6,7 +6,6 @@ before any weights load.
 
 from __future__ import annotations
 
-from sglwrap.host.facts import HostFacts
 from sglwrap.preflight.features import unsupported, wanted
 from sglwrap.preflight.model import Context, Status, Verdict
 
@@ -15,18 +14,6 @@ FUSION_FLAGS = ("--enable-flashinfer-allreduce-fusion", "--flashinfer-allreduce-
 
 def _majors(ctx: Context) -> list[int]:
     return sorted({g.compute_capability[0] for g in ctx.facts.gpus})
-
-
-def _group_nvlink(facts: HostFacts, n: int) -> bool:
-    """Every pair among the first ``n`` GPUs has NVML's NVLINK P2P status ok (SGLang's is_full_nvlink test)."""
-    if n < 2 or facts.gpu_count < n:
-        return False
-    for a in range(n):
-        for b in range(a + 1, n):
-            lk = facts.link(a, b)
-            if lk is None or lk.p2p_nvlink != "ok":
-                return False
-    return True
 
 
 def check_flashinfer_fusion(ctx: Context) -> Verdict:
@@ -154,7 +141,7 @@ def check_custom_allreduce(ctx: Context) -> Verdict:
     if n not in (2, 4, 6, 8):
         return Verdict(cid, Status.PASS, f"world size {n} is not in (2, 4, 6, 8): SGLang does not use it "
                        "(custom_all_reduce.py:41)")
-    if _group_nvlink(ctx.facts, n):
+    if ctx.facts.nvlink_among(n):
         return Verdict(cid, Status.PASS, f"NVLink between all {n} GPUs (NVML NVLINK P2P status ok): "
                        "custom all-reduce runs")
     if n > 2:
@@ -191,7 +178,7 @@ def check_ep_a2a(ctx: Context) -> Verdict:
         return Verdict(cid, Status.PASS, "no expert-parallel all-to-all backend (--moe-a2a-backend none)")
     if backend == "flashinfer":
         return _flashinfer_a2a(ctx)
-    if backend.startswith("deepep") and not _group_nvlink(ctx.facts, min(a.tp, ctx.facts.gpu_count)):
+    if backend.startswith("deepep") and not ctx.facts.nvlink_among(min(a.tp, ctx.facts.gpu_count)):
         return Verdict(cid, Status.WARN, f"--moe-a2a-backend {backend} on GPUs without full NVLink: DeepEP's "
                        "intranode kernels move tokens over NVLink", "use --moe-a2a-backend none (NCCL) on PCIe")
     return Verdict(cid, Status.PASS, f"--moe-a2a-backend {backend}: no static constraint known to sglwrap")
@@ -253,7 +240,7 @@ def check_pcie_ipc_allreduce(ctx: Context) -> Verdict:
     if (ctx.args.get("dtype") or "auto") in ("float16", "half", "float32", "float"):
         why = f"--dtype {ctx.args.get('dtype')}: the kernels are tuned for bfloat16 only"
         return Verdict(cid, Status.WARN, why, "use --dtype bfloat16 or leave PCIe-IPC off")
-    if _group_nvlink(ctx.facts, ctx.world) and not ctx.args.has("--disable-custom-all-reduce"):
+    if ctx.facts.nvlink_among(ctx.world) and not ctx.args.has("--disable-custom-all-reduce"):
         return Verdict(cid, Status.WARN, "the GPUs are joined by NVLink: SGLang tries its custom all-reduce first "
                        "(parallel_state.py:966-975), so PCIe-IPC will rarely run", "meant for PCIe-only boxes")
     return Verdict(cid, Status.PASS, f"tp={ctx.world} on PCIe, FlashInfer {ctx.stack.flashinfer} has the "

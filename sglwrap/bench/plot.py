@@ -7,32 +7,20 @@ and a shaded band spans their p10-p90 (min-max for 10 runs or fewer). matplotlib
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from sglwrap.bench.output import write_new
 from sglwrap.bench.sizes import human
-from sglwrap.errors import SglwrapError
+from sglwrap.plotting import png_bytes, pyplot
 
 MAX_LINES = 40
 
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SglwrapError("--plot needs matplotlib: pip install matplotlib", exit_code=2) from None
-    return plt
-
-
 def render_png(doc: Mapping[str, Any]) -> bytes:
     """The plot as PNG bytes."""
-    plt = _pyplot()
+    plt = pyplot(exit_code=2)
     fig, ax = plt.subplots(figsize=(10, 6), dpi=110)
     try:
         lines: dict[tuple[str, str], list[tuple[int, float, float, float]]] = {}
@@ -84,10 +72,7 @@ def render_png(doc: Mapping[str, Any]) -> bytes:
             ax.legend(fontsize=6, ncol=2, loc="upper left")
         else:
             ax.text(0.5, 0.5, "no results", ha="center", transform=ax.transAxes)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        return buf.getvalue()
+        return png_bytes(fig)
     finally:
         plt.close(fig)
 

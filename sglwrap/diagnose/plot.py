@@ -5,31 +5,20 @@ matplotlib is optional: it is imported here only, with the Agg backend, and its 
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from sglwrap.diagnose import Report
 from sglwrap.diagnose.timeline import STAGES
 from sglwrap.errors import SglwrapError
 from sglwrap.fsutil import atomic_write_bytes
+from sglwrap.plotting import png_bytes, pyplot
 
 MAX_LINES = 32
 
 
-def _pyplot():  # type: ignore[no-untyped-def]
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SglwrapError("--plot needs matplotlib: pip install matplotlib", exit_code=2) from None
-    return plt
-
-
 def render_png(report: Report) -> bytes:
     """The plot as PNG bytes."""
-    plt = _pyplot()
+    plt = pyplot(exit_code=2)
     fig, ax = plt.subplots(figsize=(9, 5), dpi=100)
     try:
         for r in report.ranks[:MAX_LINES]:
@@ -52,10 +41,7 @@ def render_png(report: Report) -> bytes:
             ax.legend(fontsize=7, ncol=2)
         else:
             ax.text(0.5, 0.5, "no memory readings in the log", ha="center", transform=ax.transAxes)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        return buf.getvalue()
+        return png_bytes(fig)
     finally:
         plt.close(fig)
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from sglwrap.errors import ConfigError
 from sglwrap.fsutil import atomic_write_bytes
+from sglwrap.plotting import png_bytes, pyplot
 
 _SEGMENTS = (("context", ("driver_reserved", "cuda_context", "other_processes"), "#999999"),
              ("NCCL", ("nccl_init", "custom_allreduce"), "#d62728"), ("weights", ("weights",), "#1f77b4"),
@@ -17,13 +17,7 @@ _SEGMENTS = (("context", ("driver_reserved", "cuda_context", "other_processes"),
 
 def write_plot(d: dict, path: Path) -> None:
     """Draw ``d`` (MemoryPlan.to_dict) to a PNG at ``path``; ConfigError if matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ConfigError("--plot needs matplotlib: pip install 'sglwrap[plot]' (or matplotlib)") from None
+    plt = pyplot(ConfigError, hint="pip install 'sglwrap[plot]' (or matplotlib)")
     t, gib = d["terms"], float(1 << 30)
     ranks = d["parallel"]["tp"] * d["parallel"]["pp"]
     fig, ax = plt.subplots(figsize=(max(4, ranks * 0.9 + 2) + 1.8, 5))
@@ -40,13 +34,11 @@ def write_plot(d: dict, path: Path) -> None:
     ax.set_ylabel("GiB")
     ax.set_title(f"{d['model']['name']}: {d['verdict']}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
     try:
-        fig.savefig(buf, format="png", dpi=100)
+        data = png_bytes(fig, dpi=100)
     finally:
         plt.close(fig)
     try:
-        atomic_write_bytes(path, buf.getvalue(), mode=0o644)
+        atomic_write_bytes(path, data, mode=0o644)
     except OSError as e:
         raise ConfigError(f"--plot {path}: cannot write: {e.strerror}") from None

@@ -12,8 +12,8 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), mode)
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same directory, fsync, rename) with ``mode``."""
+def write_temp(path: Path, data: bytes, mode: int = 0o600) -> Path:
+    """``data`` in a finished (fsynced, ``mode``) temp file beside ``path``, ready to be renamed or linked to it."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -21,10 +21,17 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, fsync, rename) with ``mode``."""
+    tmp = write_temp(path, data, mode)
+    try:
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        tmp.unlink(missing_ok=True)
         raise

@@ -7,10 +7,10 @@ that name is free (the ``"wx"`` of nccl-tests), else ``NAME.0``, ``NAME.1`` ... 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from sglwrap.errors import ConfigError
+from sglwrap.fsutil import write_temp
 
 MAX_SUFFIX = 1000
 
@@ -38,22 +38,14 @@ def write_new(path: Path, data: bytes, mode: int = 0o644) -> Path:
     if not parent.is_dir():
         raise ConfigError(f"{path}: directory {parent} does not exist")
     try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+        tmp = write_temp(parent / path.name, data, mode)
     except OSError as e:
         raise ConfigError(f"{path}: cannot write there: {e.strerror}") from None
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
         for i in range(-1, MAX_SUFFIX):
             cand = path if i < 0 else path.with_name(f"{path.name}.{i}")
-            if publish(Path(tmp), cand, mode):
+            if publish(tmp, cand, mode):
                 return cand
         raise ConfigError(f"{path}: it and {path.name}.0 .. .{MAX_SUFFIX - 1} all exist; not overwriting")
     finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        tmp.unlink(missing_ok=True)

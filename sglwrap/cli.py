@@ -65,11 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if mod is None:
         sys.stderr.write(f"sglwrap: {verb!r} is not available in this version\n")
         return EXIT_USAGE
-    if hasattr(mod, "parse"):
-        args = mod.parse(parser, argv)
-    else:
-        args = parser.parse_args(argv)
     try:
+        # A verb's own parse (launch, preflight, memory split their options from SGLang's) can already find a
+        # user's mistake, so it runs under the same error handling as the command.
+        args = mod.parse(parser, argv) if hasattr(mod, "parse") else parser.parse_args(argv)
         return int(mod.run(args))
     except SglwrapError as e:
         sys.stderr.write(f"sglwrap: error: {e.message}\n")

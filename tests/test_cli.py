@@ -63,3 +63,16 @@ def test_profiles_list_json_goes_to_stdout_only(capsys: pytest.CaptureFixture[st
     names = [p["name"] for p in json.loads(out.out)["profiles"]]
     assert names == ["baseline", "fewchan", "lowgraph", "pcie-ipc", "pcie-ring"]
     assert out.err == ""
+
+
+@pytest.mark.parametrize("argv", [
+    ["launch", "--dry-run", "--assume-stack", "sglang", "--", "--model-path", "m"],
+    ["launch", "--dry-run", "--profile"],
+    ["memory", "--assume"],
+    ["preflight", "--json=yes"],
+])
+def test_mistakes_found_while_splitting_options_are_one_line_and_exit_64(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 64
+    err = capsys.readouterr().err
+    assert err.startswith("sglwrap: error: ") and err.count("\n") == 1 and "Traceback" not in err

@@ -12,7 +12,7 @@ import shlex
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -269,26 +269,13 @@ class LaunchOptions:
     notify: bool = False  # --notify: supervise for systemd Type=notify instead of exec (sglwrap.supervise)
 
 
-def resolve_facts(assume: str | None) -> HostFacts | None:
-    """HostFacts from ``--assume``; None when planning for this machine (probed by the preflight gate)."""
-    if assume is None:
-        return None
-    from sglwrap.host.catalogue import resolve_assume
-
-    return resolve_assume(assume)
-
-
 def assumed_sglang_version(assume_stack: str | None) -> str | None:
-    """The ``sglang=`` entry of ``--assume-stack``, if any."""
+    """The ``sglang=`` entry of ``--assume-stack`` (parsed and checked as preflight parses it), if any."""
     if not assume_stack:
         return None
-    for pair in assume_stack.split(","):
-        name, sep, version = pair.strip().partition("=")
-        if not sep or not name or not version:
-            raise UsageError(f"--assume-stack {assume_stack!r}: {pair!r} is not name=version")
-        if name.strip() == "sglang":
-            return version.strip()
-    return None
+    from sglwrap.host.probe import parse_assume_stack
+
+    return parse_assume_stack(assume_stack).get("sglang")
 
 
 def prepare(opts: LaunchOptions, environ: Mapping[str, str], table: FlagTable, python: str) -> LaunchPlan:
@@ -296,7 +283,6 @@ def prepare(opts: LaunchOptions, environ: Mapping[str, str], table: FlagTable, p
     from sglwrap.profiles import load_profile
 
     profile = load_profile(opts.profile, environ)
-    facts = resolve_facts(opts.assume)
     gates: dict[str, Any] = {}
     # --- preflight gate --- (sglwrap.preflight: may downgrade `profile` or block with exit 78)
     from sglwrap.preflight.gate import preflight_gate
@@ -307,9 +293,7 @@ def prepare(opts: LaunchOptions, environ: Mapping[str, str], table: FlagTable, p
     plan = plan_launch(profile, opts.sglang_args, table, python=python, environ=environ, facts=facts)
     # --- memory gate --- (sglwrap.memory.plan: a predicted OOM blocks with exit 78 unless opts.force)
     gates["memory"] = memory_gate(plan, environ, force=opts.force)
-    if gates:
-        plan = LaunchPlan(**{**plan.__dict__, "gates": gates})
-    return plan
+    return replace(plan, gates=gates)
 
 
 def memory_gate(plan: LaunchPlan, environ: Mapping[str, str], *, force: bool) -> dict[str, Any]:

@@ -113,7 +113,7 @@ def run(opts: L.LaunchOptions) -> int:
                                                 force=opts.force)
     module = os.environ.get("SGLWRAP_SERVER_MODULE", L.SERVER_MODULE)
     if module != plan.module:
-        plan = L.LaunchPlan(**{**plan.__dict__, "module": module})
+        plan = dataclasses.replace(plan, module=module)
     if not opts.dry_run and module == L.SERVER_MODULE and installed_sglang_version(python) is None:
         raise ConfigError(f"SGLang is not installed for {python}; install it there (pip install sglang) or point "
                           "SGLWRAP_PYTHON at the interpreter that has it")

@@ -13,6 +13,8 @@ from typing import Any
 from sglwrap.errors import UsageError
 from sglwrap.sglang_args import FlagTable
 
+OWN_TYPO_CUTOFF = 0.85  # difflib ratio above which an unknown option is taken for a typo of sglwrap's own
+
 
 def split_own_args(argv: Sequence[str], own_options: Mapping[str, bool], table: FlagTable | None,
                    verb: str) -> tuple[dict[str, Any], list[str]]:
@@ -42,10 +44,24 @@ def split_own_args(argv: Sequence[str], own_options: Mapping[str, bool], table: 
             else:
                 raise UsageError(f"{verb}: {name} needs a value")
             continue
+        _refuse_own_typo(name, own_options, table, verb)
         rest.append(tok)
         if table is not None and tok.startswith("--") and not eq:
             i = _skip_values(head, i, table.flags.get(tok), rest)
     return own, rest + tail
+
+
+def _refuse_own_typo(name: str, own_options: Mapping[str, bool], table: FlagTable | None, verb: str) -> None:
+    """A near miss of one of sglwrap's own options (``--profle``) is that typo, not an SGLang flag: say so, rather
+    than letting SGLang's parser report an unknown option of its own. No SGLang flag of the bundled versions is
+    this close to an sglwrap option (checked in the tests)."""
+    if not name.startswith("--") or table is not None and name in table.flags:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(name, list(own_options), n=1, cutoff=OWN_TYPO_CUTOFF)
+    if close:
+        raise UsageError(f"{verb}: unknown option {name}; did you mean sglwrap's {close[0]}?")
 
 
 def _skip_values(head: list[str], i: int, info: Any, rest: list[str]) -> int:

@@ -76,3 +76,28 @@ def test_mistakes_found_while_splitting_options_are_one_line_and_exit_64(
     assert main(argv) == 64
     err = capsys.readouterr().err
     assert err.startswith("sglwrap: error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("argv", "meant"), [
+    (["launch", "--profle", "fewchan", "--", "--model-path", "m"], "--profile"),
+    (["launch", "--dryrun", "--", "--model-path", "m"], "--dry-run"),
+    (["memory", "--asume", "2xH200", "--", "--model-path", "m"], "--assume"),
+    (["preflight", "--jsn", "--", "--tp-size", "2"], "--json"),
+])
+def test_a_typo_of_an_own_option_names_the_option_meant(argv: list[str], meant: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 64
+    assert f"did you mean sglwrap's {meant}?" in capsys.readouterr().err
+
+
+def test_no_sglang_flag_is_close_enough_to_be_taken_for_an_own_option_typo() -> None:
+    import difflib
+
+    from sglwrap.argsplit import OWN_TYPO_CUTOFF
+    from sglwrap.commands import launch, memory, preflight
+    from sglwrap.sglang_args import bundled_table, bundled_versions
+
+    own = set(launch.OWN_OPTIONS) | set(memory.OWN_OPTIONS) | set(preflight.OWN_OPTIONS)
+    for version in bundled_versions():
+        for flag in bundled_table(version).flags:
+            assert not difflib.get_close_matches(flag, own, n=1, cutoff=OWN_TYPO_CUTOFF), (version, flag)

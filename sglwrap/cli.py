@@ -41,6 +41,8 @@ def build_parser(verbs: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The top-level parser; only the named verbs' modules are imported (all when None)."""
     parser = _Parser(prog="sglwrap", description="A launcher for SGLang servers.")
     parser.add_argument("--version", action="version", version=f"sglwrap {__version__}")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour in reports: auto (on a terminal, unless NO_COLOR is set), always, never")
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND", parser_class=_Parser)
     for verb in COMMANDS if verbs is None else verbs:
         mod = _load(verb)
@@ -53,6 +55,14 @@ def build_parser(verbs: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run sglwrap with ``argv`` (default: sys.argv[1:]) and return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    argv, color = _global_options(argv)
+    if color is not None:
+        from sglwrap.term import COLOR_MODES, set_color_mode
+
+        if color not in COLOR_MODES:
+            sys.stderr.write(f"sglwrap: error: --color {color!r}: expected one of {', '.join(COLOR_MODES)}\n")
+            return EXIT_USAGE
+        set_color_mode(color)
     verb = argv[0] if argv and argv[0] in COMMANDS else None
     parser = build_parser([verb] if verb else None)
     if verb is None:
@@ -84,6 +94,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Please report it with that file.\n"
         )
         return 70  # EX_SOFTWARE
+
+
+def _global_options(argv: list[str]) -> tuple[list[str], str | None]:
+    """Take ``--color WHEN`` / ``--color=WHEN`` from before the verb; returns the rest and the value (or None)."""
+    color: str | None = None
+    while argv and (argv[0] == "--color" or argv[0].startswith("--color=")):
+        if argv[0] == "--color":
+            if len(argv) < 2:
+                return argv, None  # argparse reports the missing value
+            color, argv = argv[1], argv[2:]
+        else:
+            color, argv = argv[0].split("=", 1)[1], argv[1:]
+    return argv, color
 
 
 def _write_crash_log() -> str:

@@ -16,7 +16,7 @@ from sglwrap.cli import main
 from sglwrap.commands.launch import OWN_OPTIONS, split_own_args
 from sglwrap.launch import plan_launch
 from sglwrap.profiles import load_profile
-from sglwrap.sglang_args import bundled_table
+from sglwrap.sglang.flags import bundled_table
 
 from .conftest import REPO, requires_sglang, run_sglwrap
 
@@ -268,7 +268,7 @@ def test_memory_gate_never_blocks_what_it_cannot_plan(capsys: pytest.CaptureFixt
 def test_dry_run_text_shows_the_gates_verdicts(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["launch", "--dry-run", "--assume", "8xRTX-PRO-6000", "--profile", "fewchan", "--",
                  "--model-path", str(MODEL), "--tp-size", "8"]) == 0
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out  # the plan is the report: stdout
     assert "preflight ok" in err
     mem_line = next(ln for ln in err.splitlines() if ln.startswith("memory"))
     assert "fits" in mem_line and "tokens" in mem_line and "--mem-fraction-static 0.8" in mem_line

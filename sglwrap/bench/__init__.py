@@ -88,7 +88,7 @@ def worker_spec(opts: BenchOptions) -> dict[str, Any]:
 
 
 def _flag_table(python: str, environ: Mapping[str, str]) -> Any:
-    from sglwrap.sglang_args import bundled_table, flag_table
+    from sglwrap.sglang.flags import bundled_table, flag_table
 
     try:
         return flag_table(python, environ=dict(environ))
@@ -97,10 +97,14 @@ def _flag_table(python: str, environ: Mapping[str, str]) -> Any:
 
 
 def run_bench(opts: BenchOptions, environ: Mapping[str, str] | None = None, *, stream: TextIO | None = None,
-              progress: bool = True) -> tuple[dict[str, Any], dict[str, Config]]:
-    """Measure every configuration ``opts.repeat`` times, interleaved; the JSON document and the configurations."""
+              progress: bool = True, out: TextIO | None = None) -> tuple[dict[str, Any], dict[str, Config]]:
+    """Measure every configuration ``opts.repeat`` times, interleaved; the JSON document and the configurations.
+
+    Progress goes to ``stream`` (default stderr), the nccl-tests table to ``out`` (default: ``stream``).
+    """
     env = dict(os.environ if environ is None else environ)
     err = stream or sys.stderr
+    tab = out or err
     configs = build_configs(opts, env)
     table = _flag_table(opts.python, env)
     spec = worker_spec(opts)
@@ -134,28 +138,28 @@ def run_bench(opts: BenchOptions, environ: Mapping[str, str] | None = None, *, s
             doc["configs"].append(conf)
             doc["results"] += rows
             if not printed_header and (status == "ok" or seq == len(order) - 1):
-                err.write(header(doc))
+                tab.write(header(doc))
                 printed_header = True
-            err.write(config_block(conf, rows))
-            err.flush()
+            tab.write(config_block(conf, rows))
+            tab.flush()
     if opts.repeat > 1:  # the blocks only once every round is done: medians over the runs
-        err.write(header(doc))
+        tab.write(header(doc))
         printed_header = True
         for i in range(len(configs)):
             conf = _config_entry(runs[i], seqs[i])
             rows = _rows(per_run_rows[i], opts)
             doc["configs"].append(conf)
             doc["results"] += rows
-            err.write(config_block(conf, rows, repeat=opts.repeat))
+            tab.write(config_block(conf, rows, repeat=opts.repeat))
     if not printed_header:
-        err.write(header(doc))
+        tab.write(header(doc))
     names = [c.name for c in configs]
     winner = res.pick_winner(doc["results"], names, list(opts.targets))
     doc["winner"] = res.winner_doc(winner)
     doc["end_time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     sizes_shown = sorted(set(opts.targets) | {opts.sizes[-1].nbytes}) if opts.sizes else []
-    err.write(summary(doc, sizes_shown))
-    err.flush()
+    tab.write(summary(doc, sizes_shown))
+    tab.flush()
     return doc, {c.name: c for c in configs}
 
 

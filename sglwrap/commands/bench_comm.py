@@ -27,7 +27,8 @@ def add_parser(subparsers: Any) -> None:
         description="For each profile, start fresh rank processes through the same injector as `launch`, run "
         "torch.distributed all-reduces at the model's message sizes and a standard sweep, eager and (with "
         "--graph) inside a captured CUDA graph, and report median/p90 latency, nccl-tests bus bandwidth and "
-        "the device memory NCCL took. Table and progress on stderr; --json prints one JSON object on stdout.",
+        "the device memory NCCL took. Table on stdout, progress on stderr; --json prints one JSON object on stdout "
+        "(the table then goes to stderr).",
     )
     p.add_argument("--profile", action="append", metavar="NAME", dest="profiles",
                    help="profile to measure (repeatable; default: $SGLWRAP_PROFILE or baseline). The first one "
@@ -102,7 +103,7 @@ def options(args: argparse.Namespace, environ: dict[str, str], argv: list[str]) 
     from sglwrap.bench import BenchOptions
     from sglwrap.bench import sizes as sz
     from sglwrap.bench.sweep import parse_grid
-    from sglwrap.sglang_args import target_python
+    from sglwrap.sglang.flags import target_python
 
     gloo = args.backend == "gloo"
     if args.graph and gloo:
@@ -165,12 +166,13 @@ def options(args: argparse.Namespace, environ: dict[str, str], argv: list[str]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    """Measure, print the table (stderr) and/or JSON (stdout), write plot/profile/JSON file; 0 or 1."""
+    """Measure, print the table (stdout; stderr with --json) or JSON (stdout), write plot/profile/JSON; 0 or 1."""
     from sglwrap.bench import failed, run_bench
 
     environ = dict(os.environ)
     opts = options(args, environ, sys.argv[1:])
-    doc, configs = run_bench(opts, environ, stream=sys.stderr, progress=not args.no_progress)
+    doc, configs = run_bench(opts, environ, stream=sys.stderr, progress=not args.no_progress,
+                             out=sys.stderr if args.json else sys.stdout)
     if args.write_profile:
         doc["written_profile"] = _write_profile(args.write_profile, doc, configs, environ)
     if args.plot is not None:

@@ -14,8 +14,10 @@ from sglwrap import argsplit
 from sglwrap import launch as L
 from sglwrap import multinode
 from sglwrap.errors import ConfigError, UsageError
-from sglwrap.inject import run_dir_for
-from sglwrap.sglang_args import FlagTable, flag_table, installed_sglang_version, target_python
+from sglwrap.inject import planned_run_dir, run_dir_for
+from sglwrap.sglang.cmdline import SglangCmdline, parse_cmdline
+from sglwrap.sglang.flags import FlagTable, table_for, target_release
+from sglwrap.sglang.release import TargetRelease, target_python
 
 if TYPE_CHECKING:
     from sglwrap.supervise import Endpoint
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 # sglwrap's own options: name -> takes a value. None of them may equal an SGLang flag (tested).
 OWN_OPTIONS: dict[str, bool] = {
     "--profile": True, "--dry-run": False, "--json": False, "--assume": True, "--assume-stack": True,
-    "--force": False,
+    "--force": False, "--keep": False,
     "--notify": False,  # supervise for systemd Type=notify instead of exec (sglwrap.supervise)
 }
 
@@ -35,7 +37,8 @@ def add_parser(sub: Any) -> None:
         description="Resolve a profile, run the checks, render the injector and exec SGLang in this process. "
                     "Every option sglwrap does not own is passed to SGLang unchanged (with or without `--`).")
     p.add_argument("--profile", help="profile name or file (default: $SGLWRAP_PROFILE, else baseline)")
-    p.add_argument("--dry-run", action="store_true", help="write the files and print what would run; do not exec")
+    p.add_argument("--dry-run", action="store_true", help="print what would run and be written; write nothing")
+    p.add_argument("--keep", action="store_true", help="with --dry-run: write the files for inspection")
     p.add_argument("--json", action="store_true", help="with --dry-run: one JSON object on stdout")
     p.add_argument("--assume", metavar="HW", help="plan for catalogued GPUs (8xH200, 8xRTX-PRO-6000) or a "
                                                   "HostFacts JSON file instead of this machine's")
@@ -59,19 +62,19 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> L.LaunchOptio
     if "-h" in pre or "--help" in pre:
         parser.parse_args(["launch", "--help"])
     own, _ = split_own_args(head, None)
-    table = _table(own.get("--assume-stack"))
+    table = _table(own.get("--assume-stack"))[1]
     own, sglang_args = split_own_args(head, table)
     profile = own.get("--profile") or os.environ.get("SGLWRAP_PROFILE") or "baseline"
     return L.LaunchOptions(profile=profile, sglang_args=tuple(sglang_args), dry_run=bool(own.get("--dry-run")),
                            json=bool(own.get("--json")), assume=own.get("--assume"),
                            assume_stack=own.get("--assume-stack"), force=bool(own.get("--force")),
-                           notify=bool(own.get("--notify")))
+                           notify=bool(own.get("--notify")), keep=bool(own.get("--keep")))
 
 
-def _endpoint(sglang_args: Sequence[str], table: FlagTable) -> Endpoint:
+def _endpoint(cmd: SglangCmdline) -> Endpoint:
     from sglwrap.supervise import endpoint_from_args  # only --notify pays for http/ssl/ctypes imports
 
-    return endpoint_from_args(sglang_args, table)
+    return endpoint_from_args(cmd)
 
 
 def _supervise(plan: L.LaunchPlan, env: dict[str, str], endpoint: Endpoint, environ: dict[str, str]) -> int:
@@ -82,18 +85,20 @@ def _supervise(plan: L.LaunchPlan, env: dict[str, str], endpoint: Endpoint, envi
     return supervise.exit_like(supervise.supervise(plan.argv, env, config, environ=environ))
 
 
-_TABLE_CACHE: dict[str | None, FlagTable] = {}
+_TABLE_CACHE: dict[str | None, tuple[TargetRelease, FlagTable]] = {}
 
 
-def _table(assume_stack: str | None) -> FlagTable:
+def _table(assume_stack: str | None) -> tuple[TargetRelease, FlagTable]:
+    """The release the launch is for and its flag table (resolved once per process)."""
     version = L.assumed_sglang_version(assume_stack)
     if version not in _TABLE_CACHE:
-        _TABLE_CACHE[version] = flag_table(target_python(), assume_version=version)
+        release = target_release(target_python(), version)
+        _TABLE_CACHE[version] = (release, table_for(release))
     return _TABLE_CACHE[version]
 
 
 def run(opts: L.LaunchOptions) -> int:
-    """Plan, write the injector and manifest, then exec SGLang (or print the plan with --dry-run)."""
+    """Parse → facts → profile → preflight (memory planned once) → plan → files → exec (or print, for --dry-run)."""
     from sglwrap.log import get_logger
 
     environ = dict(os.environ)
@@ -101,41 +106,35 @@ def run(opts: L.LaunchOptions) -> int:
     L.require_user_args(opts.sglang_args)
     if opts.json and not opts.dry_run:
         raise UsageError("launch: --json needs --dry-run (a real launch's stdout belongs to SGLang)")
-    table = _table(opts.assume_stack)
+    if opts.keep and not opts.dry_run:
+        raise UsageError("launch: --keep needs --dry-run (a real launch always writes its files)")
+    release, table = _table(opts.assume_stack)
+    if not opts.dry_run and release.source == "assumed" and release.installed != release.version:
+        raise UsageError(f"launch: --assume-stack sglang={release.text} describes another machine; a real launch "
+                         f"runs the installed SGLang ({release.installed or 'none'}); use it with --dry-run")
+    cmd = parse_cmdline(opts.sglang_args, table, require_model=True)
     # --- multi-node --- (node rank from --node-rank, else Slurm / LeaderWorkerSet / SkyPilot; sglwrap.multinode)
-    placement = multinode.place(opts.sglang_args, environ, table)
+    placement = multinode.place(cmd, environ)
     if placement.added:
-        opts = dataclasses.replace(opts, sglang_args=placement.sglang_args)
-    endpoint = _endpoint(opts.sglang_args, table) if opts.notify else None
+        cmd = cmd.with_args(placement.added)
+        opts = dataclasses.replace(opts, sglang_args=cmd.argv)
+    endpoint = _endpoint(cmd) if opts.notify else None
     # --- end multi-node ---
-    plan = L.prepare(opts, environ, table, python)
-    ray_note = multinode.refuse_ray_without_env(opts.sglang_args, table, plan.env_set, plan.profile.name,
-                                                force=opts.force)
     module = os.environ.get("SGLWRAP_SERVER_MODULE", L.SERVER_MODULE)
-    if module != plan.module:
-        plan = dataclasses.replace(plan, module=module)
-    if not opts.dry_run and module == L.SERVER_MODULE and installed_sglang_version(python) is None:
+    if not opts.dry_run and module == L.SERVER_MODULE and release.installed is None:
         raise ConfigError(f"SGLang is not installed for {python}; install it there (pip install sglang) or point "
                           "SGLWRAP_PYTHON at the interpreter that has it")
-    run_dir = run_dir_for(plan.profile.hash, environ)
-    site, manifest_path, doc = L.write_files(plan, run_dir, environ, dry_run=opts.dry_run)
+    plan = L.prepare(opts, cmd, release, environ, python)
+    ray_note = multinode.refuse_ray_without_env(cmd, plan.env_set, plan.profile.name, force=opts.force)
+    if module != plan.module:
+        plan = dataclasses.replace(plan, module=module)
     log = get_logger()
     notes = [*placement.notes, *([ray_note] if ray_note else [])]
     if opts.dry_run:
-        if opts.json:
-            out = {"argv": plan.argv, "env": doc["env"], "sitecustomize": str(site), "manifest": str(manifest_path),
-                   "profile": {"name": plan.profile.name, "hash": plan.profile.hash},
-                   "env_kept": plan.env_kept, "warnings": [*plan.warnings, *notes],
-                   "overridden": list(plan.overridden),
-                   "sglang_version": plan.sglang_version, "flag_table": plan.flag_table_source,
-                   "gates": plan.gates, "node": placement.as_dict(),
-                   "mode": "notify" if endpoint else "exec", "health": f"{endpoint.url}/health" if endpoint else None}
-            sys.stdout.write(json.dumps(out, indent=1) + "\n")
-        else:
-            sys.stderr.write(L.describe(plan, site, manifest_path) + "\n")
-            sys.stderr.write(f"node      {placement.node_rank} of {placement.nnodes} ({placement.source})\n")
-            sys.stderr.write("".join(f"note      {n}\n" for n in notes))
-        return 0
+        return _dry_run(opts, plan, environ, placement, notes, endpoint)
+    run_dir = run_dir_for(plan.profile.hash, environ)
+    site_text, doc = L.render_files(plan, run_dir, environ, dry_run=False)
+    _site, manifest_path = L.write_files(run_dir, site_text, doc)
     for w in (*plan.warnings, *notes):
         log.warning("launch.note", note=w)
     _log_gates(log, plan.gates)
@@ -146,6 +145,34 @@ def run(opts: L.LaunchOptions) -> int:
         return _supervise(plan, L.exec_environment(plan, run_dir, environ), endpoint, environ)
     L.exec_plan(plan, L.exec_environment(plan, run_dir, environ))
     return 0  # unreachable: exec replaced the process
+
+
+def _dry_run(opts: L.LaunchOptions, plan: L.LaunchPlan, environ: dict[str, str], placement: multinode.Placement,
+             notes: list[str], endpoint: Endpoint | None) -> int:
+    """Print the plan; write the files only with --keep (then into a run directory of their own)."""
+    run_dir = run_dir_for(plan.profile.hash, environ) if opts.keep else planned_run_dir(plan.profile.hash, environ)
+    site_text, doc = L.render_files(plan, run_dir, environ, dry_run=True)
+    written = False
+    site: str = str(run_dir / "sitecustomize.py")
+    manifest_path: str = str(run_dir / L.MANIFEST_NAME)
+    if opts.keep:
+        s, m = L.write_files(run_dir, site_text, doc)
+        site, manifest_path, written = str(s), str(m), True
+    if opts.json:
+        out = {"argv": plan.argv, "env": doc["env"], "sitecustomize": site, "manifest": manifest_path,
+               "written": written, "profile": {"name": plan.profile.name, "hash": plan.profile.hash},
+               "env_kept": plan.env_kept, "warnings": [*plan.warnings, *notes],
+               "overridden": list(plan.overridden),
+               "sglang_version": plan.sglang_version, "sglang": plan.release, "flag_table": plan.flag_table_source,
+               "gates": plan.gates, "node": placement.as_dict(),
+               "mode": "notify" if endpoint else "exec", "health": f"{endpoint.url}/health" if endpoint else None}
+        sys.stdout.write(json.dumps(out, indent=1) + "\n")
+        return 0
+    tail = "" if written else " (not written: dry run; --keep writes it)"
+    sys.stdout.write(L.describe(plan, site + tail, manifest_path + tail) + "\n")
+    sys.stdout.write(f"node      {placement.node_rank} of {placement.nnodes} ({placement.source})\n")
+    sys.stdout.write("".join(f"note      {n}\n" for n in notes))
+    return 0
 
 
 def _log_gates(log: Any, gates: dict[str, Any]) -> None:

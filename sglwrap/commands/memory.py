@@ -97,11 +97,14 @@ def _facts(assume: str | None) -> Any:
     return facts
 
 
-def _version(assume_stack: str | None) -> str:
+def _cmdline(opts: MemoryOptions) -> Any:
+    """The user's SGLang args read as the target release reads them (64 for what SGLang would refuse)."""
     from sglwrap.launch import assumed_sglang_version
-    from sglwrap.sglang_args import installed_sglang_version, target_python
+    from sglwrap.sglang.cmdline import parse_cmdline
+    from sglwrap.sglang.flags import table_for, target_release
 
-    return assumed_sglang_version(assume_stack) or installed_sglang_version(target_python()) or "0.5.23"
+    release = target_release(None, assumed_sglang_version(opts.assume_stack))
+    return parse_cmdline(opts.sglang_args, table_for(release), require_model=True)
 
 
 def _profile(name: str | None) -> tuple[dict[str, str], dict[str, object]]:
@@ -114,29 +117,32 @@ def _profile(name: str | None) -> tuple[dict[str, str], dict[str, object]]:
 
 
 def run(opts: MemoryOptions) -> int:
-    """Plan, render (table on stderr; JSON on stdout with --json), optionally compare and plot."""
+    """Plan, render (table on stdout, or on stderr with --json), optionally compare and plot."""
+    from sglwrap import term
     from sglwrap.memory import Observed, plan
     from sglwrap.memory.render import compare, render_compare, render_table
 
     if not opts.sglang_args:
         raise UsageError("memory: pass SGLang's arguments after `--`, e.g. "
-                         "sglwrap memory --assume 8xH200 -- --model-path Llama-3.1-8B --tp 8")
+                         "sglwrap memory --assume 8xH200 -- --model-path Llama-3.1-8B --tp-size 8")
+    if opts.plot and not opts.plot.lower().endswith(".png"):
+        raise UsageError(f"memory: --plot {opts.plot}: the plot is a PNG image; name the file *.png")
+    cmd = _cmdline(opts)
     facts = _facts(opts.assume)
-    version = _version(opts.assume_stack)
     env, sg = _profile(opts.profile)
     observed = Observed(
         None if opts.avail_before_weights_gib is None else int(opts.avail_before_weights_gib * (1 << 30)),
         None if opts.weights_gib is None else int(opts.weights_gib * (1 << 30)))
-    result = plan(facts, env, opts.sglang_args, sglang_version=version, profile_sglang=sg, observed=observed)
+    result = plan(facts, env, cmd, profile_sglang=sg, observed=observed)
     doc = result.to_dict()
     doc["profile"] = opts.profile
-    sys.stderr.write(render_table(doc))
+    stream = sys.stderr if opts.json else sys.stdout
+    term.report(render_table(doc), stream)
     if opts.explain_change:
         env2, sg2 = _profile(opts.explain_change)
-        other = plan(facts, env2, opts.sglang_args, sglang_version=version, profile_sglang=sg2,
-                     observed=observed).to_dict()
+        other = plan(facts, env2, cmd, profile_sglang=sg2, observed=observed).to_dict()
         doc["explain_change"] = {"profile": opts.explain_change, **compare(doc, other)}
-        sys.stderr.write(render_compare(opts.explain_change, doc["explain_change"]))
+        term.report(render_compare(opts.explain_change, doc["explain_change"]), stream)
     if opts.plot:
         from sglwrap.memory.plot import write_plot
 

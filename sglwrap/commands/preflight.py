@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglwrap.argsplit import split_own_args
-from sglwrap.errors import SglwrapError
 
 # sglwrap's own options here: name -> takes a value. None may equal an SGLang flag (checked in the tests).
 OWN_OPTIONS: dict[str, bool] = {
@@ -72,41 +71,40 @@ def preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any, 
     from sglwrap.host.probe import gather_facts
     from sglwrap.preflight import run_preflight
     from sglwrap.profiles import load_profile
-    from sglwrap.sglang_args import target_python
+    from sglwrap.sglang.cmdline import parse_cmdline
+    from sglwrap.sglang.flags import table_for, target_release
+    from sglwrap.sglang.release import target_python
 
     t0 = time.monotonic()
     python = target_python(dict(environ))
+    release = target_release(python, _assumed_sglang(opts.assume_stack), dict(environ))
+    cmd = parse_cmdline(opts.sglang_args, table_for(release, dict(environ)))  # SGLang would refuse it: exit 64
     name = opts.profile or environ.get("SGLWRAP_PROFILE") or "baseline"
     profile = load_profile(name, environ)
     facts = gather_facts(opts.assume, opts.assume_stack, python=python, environ=environ)
     t1 = time.monotonic()
-    table = flags_for(python, facts.packages.get("sglang"), opts.assume_stack, environ)
-    result = run_preflight(facts, profile, opts.sglang_args, flags=table, environ=environ, force=opts.force)
+    result = run_preflight(facts, profile, cmd, flags=cmd.table, environ=environ, force=opts.force)
     probe = facts.probes.get("stack") or {}
     timing = {"facts_s": round(t1 - t0, 3), "total_s": round(time.monotonic() - t0, 3),
-              "stack_probe": {"cache": probe.get("cache"), "probe_s": probe.get("probe_seconds")}}
+              "stack_probe": {"cache": probe.get("cache"), "probe_s": probe.get("probe_seconds")},
+              "sglang": release.as_dict()}
     return result, timing
 
 
-def flags_for(python: str, sglang: str | None, assume_stack: str | None, environ: Mapping[str, str]) -> Any:
-    """The SGLang flag table to check against (the assumed version's bundled table), or None if unavailable."""
-    from sglwrap.sglang_args import flag_table
+def _assumed_sglang(assume_stack: str | None) -> str | None:
+    from sglwrap.launch import assumed_sglang_version
 
-    assumed = sglang if assume_stack and "sglang=" in assume_stack else None
-    try:
-        return flag_table(python, assume_version=assumed, environ=dict(environ))
-    except SglwrapError:
-        return None
+    return assumed_sglang_version(assume_stack)
 
 
 def run(opts: PreflightOptions) -> int:
-    """Print the table on stderr (and the JSON object on stdout with --json); exit 0/1/78."""
+    """Print the table on stdout (on stderr with --json, whose one JSON object owns stdout); exit 0/1/78."""
+    from sglwrap import term
     from sglwrap.preflight.render import to_json, to_table
 
     result, timing = preflight(opts, os.environ)
-    sys.stderr.write(to_table(result))
-    if timing["stack_probe"]["cache"] == "miss":
-        sys.stderr.write(f"(first run: the stack probe took {timing['stack_probe']['probe_s']} s; cached now)\n")
+    stream = sys.stderr if opts.json else sys.stdout
+    term.report(to_table(result, width=min(term.width(stream), 140)), stream)
     if opts.json:
         sys.stdout.write(json.dumps(to_json(result, timing=timing), indent=1, sort_keys=False) + "\n")
     return result.exit_code

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 from sglwrap.preflight.runner import PreflightResult
@@ -25,24 +24,31 @@ def to_json(result: PreflightResult, **extra: Any) -> dict[str, Any]:
     }
 
 
-_MARK = {"pass": "ok", "skip": "--", "warn": "WARN", "downgrade": "DOWN", "block": "BLOCK"}
+_MARK = {"pass": "PASS", "skip": "skip", "warn": "WARN", "downgrade": "DOWN", "block": "BLOCK"}
+_VERDICT = {"ok": "PASS", "downgraded": "DOWN (downgraded)", "blocked": "BLOCK (blocked)"}
 
 
 def to_table(result: PreflightResult, width: int | None = None) -> str:
-    """Check, status, reason and fix, one check per block, wrapped to the terminal."""
+    """Check, status, reason and fix, one check per block, wrapped to ``width`` (default: the terminal's).
+
+    Status words are plain here (PASS, WARN, DOWN, BLOCK, skip); ``sglwrap.term`` colours them on a terminal.
+    """
     import textwrap
 
-    width = width or min(shutil.get_terminal_size((120, 20)).columns, 140)
-    lines = [f"preflight on {result.facts.source}: {result.verdict.upper()}"]
+    from sglwrap import term
+
+    width = max(width or min(term.width(), 140), 60)
+    lines = [f"preflight on {result.facts.source}: {_VERDICT.get(result.verdict, result.verdict.upper())}"]
     for v in result.checks:
         head = f"{v.id:<18} {_MARK[v.status.value]:<5} "
-        body = textwrap.wrap(v.reason, width - len(head)) or [""]
+        body = textwrap.wrap(v.reason, width - len(head), break_long_words=False, break_on_hyphens=False) or [""]
         lines.append(head + body[0])
         lines += [" " * len(head) + b for b in body[1:]]
         if v.fix and v.status.value not in ("pass", "skip"):
-            fix = textwrap.wrap("fix: " + v.fix, width - len(head))
+            fix = textwrap.wrap("fix: " + v.fix, width - len(head), break_long_words=False, break_on_hyphens=False)
             lines += [" " * len(head) + f for f in fix]
     if result.profile is not None and result.changes:
         drops = ", ".join(f"{c.feature} -> {c.mode or 'dropped'}" for c in result.changes)
-        lines.append(f"profile {result.profile.name} launches downgraded: {drops}")
+        lines += textwrap.wrap(f"profile {result.profile.name} launches downgraded: {drops}", width,
+                               subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
     return "\n".join(lines) + "\n"

@@ -110,11 +110,11 @@ def test_manifests_per_node_report_profile_and_differences(capsys: pytest.Captur
     assert "pid 102 ran NCCL_MIN_NCHANNELS=4 (manifest 1)" in joined
 
 
-def test_human_output_goes_to_stderr_only(capsys: pytest.CaptureFixture[str]) -> None:
+def test_human_report_goes_to_stdout_only(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["diagnose", str(FIX / "v0.5.23_tp8_no-kv-budget.log")])
     cap = capsys.readouterr()
-    assert rc == 1 and cap.out == ""
-    assert "outcome: oom" in cap.err and "TP3" in cap.err
+    assert rc == 1 and cap.err == ""
+    assert "outcome: oom" in cap.out and "TP3" in cap.out
 
 
 def test_unreadable_input_exits_2_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

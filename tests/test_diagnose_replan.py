@@ -48,8 +48,8 @@ def test_unknown_models_are_skipped_with_the_reason(capsys: pytest.CaptureFixtur
 
 def test_text_report_carries_the_accountant_lines(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", str(LOGS / "v0.5.23_tp8_no-kv-budget.log")]) == 1
-    err = capsys.readouterr().err
-    assert "accountant (Kimi-K2.5" in err and "KV tokens (max context" in err
+    out = capsys.readouterr().out
+    assert "accountant (Kimi-K2.5" in out and "KV tokens (max context" in out
 
 
 def test_model_path_option_replaces_a_path_that_is_not_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None:

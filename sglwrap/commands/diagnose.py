@@ -49,6 +49,6 @@ def run(args: argparse.Namespace) -> int:
         doc["accountant"] = accountant
         sys.stdout.write(json.dumps(doc) + "\n")
     else:
-        sys.stderr.write(to_text(report))
-        sys.stderr.write("\n".join(describe(accountant)) + "\n")
+        sys.stdout.write(to_text(report))
+        sys.stdout.write("\n".join(describe(accountant)) + "\n")
     return report.exit_code

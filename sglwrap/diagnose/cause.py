@@ -9,9 +9,11 @@ KV pool (CUDA graphs, activations) must fit in P·(1 − f).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Final
 
+from sglwrap.diagnose.patterns import MEMORY_TALK_RE
 from sglwrap.diagnose.timeline import STAGES, Failure, NodeLog, RankMemory
 
 MEMORY_KINDS: Final = frozenset({"no_kv", "not_enough", "negative_profile", "budget_other", "torch_oom"})
@@ -133,7 +135,7 @@ def decide(nodes: tuple[NodeLog, ...], ranks: tuple[RankMemory, ...], version: s
     flag = graph_flag(nodes, version)
     if main is None:
         if any(n.came_up for n in nodes):
-            return _ok(ranks)
+            return _ok(ranks, bench=all(n.bench for n in nodes if n.came_up))
         return _incomplete(nodes, ranks)
     outcome = "oom" if _is_oom(main) or any(_is_oom(x) for x in failures) else "error"
     stage = _stage(main)
@@ -309,13 +311,36 @@ def _unbalanced_cause(ranks: tuple[RankMemory, ...]) -> tuple[str, str, bool | N
     return cause + ".", "free the GPUs (nvidia-smi) or set SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0 for mixed GPUs", None
 
 
+_RESOURCE_RE: Final = re.compile(r"out of resource: ([\w ]+?), Required: (\d+), Hardware limit: (\d+)")
+
+
 def _error_cause(main: Failure, stage: str) -> tuple[str, str, bool | None]:
     exc = main.values.get("exc")
     name = f"{exc}" if exc else "an error"
-    cause = f"SGLang stopped with {name} during {stage.replace('_', ' ')}; this is not a memory error"
+    where = stage.replace("_", " ")
+    text = main.text
+    if (m := _RESOURCE_RE.search(text)) is not None:
+        cause = (f"a Triton kernel asked for {m.group(2)} bytes of {m.group(1)} per block and this GPU allows "
+                 f"{m.group(3)} (OutOfResources during {where}): a memory error of the GPU's on-chip "
+                 f"{m.group(1)}, not of its global memory, so --mem-fraction-static and the KV pool play no part")
+        fix = ("use a kernel/backend built for this GPU (another --attention-backend, or an SGLang release that "
+               "tunes this kernel for it); Triton's own advice is smaller block sizes or num_stages")
+    elif "illegal memory access" in text or "misaligned address" in text:
+        cause = (f"SGLang stopped with {name} during {where}: a kernel touched memory it does not own (a memory "
+                 f"access fault: a kernel bug or a kernel not built for this GPU, not a lack of free memory)")
+        fix = "rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; try another --attention-backend or SGLang release"
+    elif main.values.get("memory") or MEMORY_TALK_RE.search(text) is not None:
+        msg = str(main.values.get("msg") or text).strip()
+        cause = (f"SGLang stopped with {name} during {where}: \"{_short(msg)[:200]}\"; the message is about memory, "
+                 f"but it is neither one of SGLang's KV-budget errors nor a CUDA out-of-memory, so the startup's "
+                 f"free-memory readings alone do not explain it")
+        fix = "read the traceback above the error line; the memory it names is the one to free or enlarge"
+    else:
+        cause = f"SGLang stopped with {name} during {where}; this is not a memory error"
+        fix = "read the traceback above the error line"
     if stage == "warmup":
         cause += " (the warmup request after startup failed)"
-    return cause + ".", "read the traceback above the error line", None
+    return cause + ".", fix, None
 
 
 def _incomplete(nodes: tuple[NodeLog, ...], ranks: tuple[RankMemory, ...]) -> Finding:
@@ -329,8 +354,8 @@ def _incomplete(nodes: tuple[NodeLog, ...], ranks: tuple[RankMemory, ...]) -> Fi
                    "look for the rest of the log (journalctl, dmesg for the OOM killer)")
 
 
-def _ok(ranks: tuple[RankMemory, ...]) -> Finding:
-    parts = ["the server came up"]
+def _ok(ranks: tuple[RankMemory, ...], bench: bool = False) -> Finding:
+    parts = ["the benchmark run completed" if bench else "the server came up"]
     kv = [r for r in ranks if r.kv_tokens is not None]
     if kv:
         r = min(kv, key=lambda x: x.kv_tokens or 0)

@@ -110,13 +110,15 @@ UP_RE: Final = re.compile(r"The server is fired up and ready to roll|Uvicorn run
 # "Not enough memory. Please try to increase --mem-fraction-static.[ Current value: …mem_fraction_static=F]"
 # (SG-0.2.7 :211, SG-0.5.9 model_runner_kv_cache_mixin.py:417, SG-0.5.23 pool_configurator.py:96)
 NOT_ENOUGH_RE: Final = re.compile(
-    r"Not enough memory\. Please try to increase --mem-fraction-static\.?"
-    r"(?: Current value: (?:self\.server_args\.)?mem_fraction_static=" + NUM + ")?"
+    r"Not enough memory\.(?:\s*Please try to increase(?:\s*--mem-fraction-static\.?)?)?"
+    r"(?:\s*Current value: (?:self\.server_args\.)?mem_fraction_static=" + NUM + ")?"
 )
-# SG-0.5.23 kv_cache_configurator.py:3051
+# "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=F. Raise --mem-fraction-static
+# above X (minimum viable = …)." (SG-0.5.23 kv_cache_configurator.py:3051); the second sentence may be on the next
+# line (joined by the reader) or cut off, so everything after the first clause is optional.
 NO_KV_RE: Final = re.compile(
-    r"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=" + NUM
-    + r"\. Raise --mem-fraction-static above " + NUM
+    r"Loaded weights leave no GPU memory for the KV cache(?:\s*under\s*--mem-fraction-static=" + NUM
+    + r"\.?)?(?:\s*Raise --mem-fraction-static above\s*" + NUM + ")?"
 )
 # torch: "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which
 # 1.06 GiB is free. Including non-PyTorch memory, this process has 78.12 GiB memory in use. Of the allocated
@@ -135,12 +137,30 @@ UNBALANCED_RE: Final = re.compile(r"The memory capacity is unbalanced")  # SG-0.
 OTHER_MEM_RE: Final = re.compile(
     r"Not enough GPU memory for hybrid|SWA pool \(\d+ tokens\) cannot hold|SWA pool cap .* leaves no room"
 )
-# The last line of a traceback ("RuntimeError: …", "torch.OutOfMemoryError: …") and SGLang's crash reports
+# The last line of a traceback ("RuntimeError: …", "torch.OutOfMemoryError: …", Triton's
+# "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: …") and SGLang's crash reports
 # ("Scheduler hit an exception: …", SG-0.5.23 managers/scheduler.py:6372).
-EXC_RE: Final = re.compile(r"^(?:[A-Za-z_][\w]*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception))(?::\s?(?P<msg>.*))?$")
+EXC_RE: Final = re.compile(
+    r"^(?:[A-Za-z_][\w]*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception|OutOfResources|Interrupt)|OutOfResources)"
+    r"(?::\s?(?P<msg>.*))?$"
+)
+# CUDA runtime/driver error strings wherever they appear ("CUDA error: an illegal memory access was encountered",
+# "CUDA driver error: …", "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED", "NCCL error …").
+CUDA_ERR_RE: Final = re.compile(
+    r"(?:CUDA|HIP|cuDNN|CUDNN) (?:driver )?error: [^\n]{1,200}|cuda\w*Error\w+|CUBLAS_STATUS_\w+|NCCL error[^\n]{0,200}"
+)
 CRASH_RE: Final = re.compile(
     r"\w+ hit an exception|Initialization failed|Received sigquit from a child|scheduler is dead|^Killed$"
     r"|Exception in ModelTpServer|Traceback \(most recent call last\)"
+)
+# A message "talks about memory": never report it as "not a memory error".
+MEMORY_TALK_RE: Final = re.compile(r"memory|\bOOM\b|out of resource|\balloc|\bMemory", re.I)
+# sglang.bench_one_batch / bench_latency / bench_offline_throughput / bench_serving end lines: the run completed
+# (SG-0.3.6 bench_one_batch.py, SG-0.5.23 benchmark/one_batch.py:820-885, bench_serving.py "Serving Benchmark
+# Result", bench_offline_throughput.py "Offline Throughput Benchmark Result").
+BENCH_DONE_RE: Final = re.compile(
+    r"Prefill\. latency: |Decode\.\s+median latency: |Total\. latency: |(?:Serving|Offline Throughput) Benchmark Result"
+    r"|Benchmark duration \(s\):"
 )
 WARMUP_RE: Final = re.compile(r"warmup", re.I)
 
@@ -175,7 +195,25 @@ KEYWORDS: Final[tuple[bytes, ...]] = (
     b"mem", b"Mem", b"KV", b"Capture", b"max_total", b"fired up", b"Uvicorn", b"startup complete",
     b"Error", b"xception", b"Traceback", b"server_args", b"worker-env", b"%|", b"Killed", b"sglang",
     b"SGLang", b"Initialization failed", b"sigquit", b"is dead", b"Init ", b"Use sliding",
-    b"out of memory", b"calloc",
+    b"out of memory", b"calloc", b"OutOfResources", b"CUDA error", b"latency: ", b"Benchmark", b"CUBLAS_",
+    b"NCCL error",
+)
+# SGLang's serving statistics and the HTTP access log: whole lines dropped before any keyword search.
+NOISE: Final[tuple[bytes, bytes, bytes]] = (b"Decode batch", b"Prefill batch", b'HTTP/1.1" ')
+# An error line whose next physical lines may be its continuation (terminal or issue wrapping).
+CONT_MARKERS: Final[tuple[bytes, ...]] = (
+    b"Error", b"xception", b"Not enough", b"Loaded weights", b"out of memory", b"OutOfResources", b"CUDA error",
+    b"Tried to allocate", b"Required:",
+)
+# What may stand before an SGLang line: docker/ISO timestamps, syslog/journal "Mon DD HH:MM:SS host unit[pid]: ",
+# compose "service-1  | ", glog "E1201 12:00:00.123 123 file.cc:12] " and Python logging level words.
+LEAD_RE: Final = re.compile(
+    r"(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?(?:[+-]\d\d:?\d\d)?\s+"
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\d+\])?: "
+    r"|[\w.-]+-\d+\s+\| "
+    r"|[EWIF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+\] "
+    r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)(?::\s*|\s+(?=\S))"
+    r"|\(\w+(?: pid=\d+)?[^)]{0,40}\)\s)+"
 )
 
 
@@ -183,7 +221,8 @@ def split_prefix(line: str) -> tuple[str, str]:
     """Return (rank label, message) for one physical log line; the label is "" when the line has no tag."""
     m = PREFIX_RE.search(line, 0, 160)
     if m is None:
-        return "", line
+        lead = LEAD_RE.match(line)
+        return "", line if lead is None else line[lead.end():]
     if m.group("gpu") is not None:
         return f"gpu_id={m.group('gpu')}", line[m.end():]
     return (m.group("tags") or "").strip(), line[m.end():]
@@ -259,7 +298,7 @@ def _parse_outcome(tags: str, msg: str, out: list[Event]) -> None:
     if UP_RE.search(text):
         out.append(Event("up", tags, text=text))
     elif (m := NO_KV_RE.search(text)) is not None:
-        out.append(Event("error", tags, {"kind": "no_kv", "f": float(m.group(1)), "raise_above": float(m.group(2))},
+        out.append(Event("error", tags, {"kind": "no_kv", "f": _f(m.group(1)), "raise_above": _f(m.group(2))},
                          text=_tail(text, m.start())))
     elif (m := NOT_ENOUGH_RE.search(text)) is not None:
         out.append(Event("error", tags, {"kind": "not_enough", "f": _f(m.group(1))}, text=_tail(text, m.start())))
@@ -274,8 +313,15 @@ def _parse_outcome(tags: str, msg: str, out: list[Event]) -> None:
     elif UNBALANCED_RE.search(text) is not None:
         out.append(Event("error", tags, {"kind": "unbalanced"}, text=text))
     elif (m := EXC_RE.match(text)) is not None:
-        out.append(Event("error", tags, {"kind": "exception", "exc": m.group("exc"),
+        out.append(Event("error", tags, {"kind": "exception", "exc": m.group("exc"), "msg": m.group("msg") or "",
+                                         "memory": MEMORY_TALK_RE.search(text) is not None,
                                          "warmup": WARMUP_RE.search(text) is not None}, text=text))
+    elif (m := CUDA_ERR_RE.search(text)) is not None:
+        out.append(Event("error", tags, {"kind": "exception", "exc": "CUDA error", "msg": m.group(0),
+                                         "memory": MEMORY_TALK_RE.search(text) is not None,
+                                         "warmup": WARMUP_RE.search(text) is not None}, text=text))
+    elif BENCH_DONE_RE.search(text) is not None:
+        out.append(Event("bench_done", tags, text=text))
     elif CRASH_RE.search(text) is not None:
         out.append(Event("crash", tags, {"warmup": WARMUP_RE.search(text) is not None}, text=text))
 

@@ -39,7 +39,7 @@ def _argv(server_args: dict[str, object], version: str) -> list[str]:
         argv += [flag, str(value)]
     graph = server_args.get("cuda_graph_max_bs_decode", server_args.get("cuda_graph_max_bs"))
     if isinstance(graph, (int, float)):
-        from sglwrap.sglang_args import bundled_table
+        from sglwrap.sglang.flags import bundled_table
 
         flags = bundled_table(version).flags
         flag = "--cuda-graph-max-bs-decode" if "--cuda-graph-max-bs-decode" in flags else "--cuda-graph-max-bs"

@@ -10,17 +10,20 @@ import gzip
 import json
 import os
 import sys
+import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Final
 
-from sglwrap.diagnose.patterns import ANSI_RE, GLUE_RE, KEYWORDS
+from sglwrap.diagnose.patterns import ANSI_RE, CONT_MARKERS, GLUE_RE, KEYWORDS, NOISE
 from sglwrap.errors import SglwrapError
 
 CHUNK: Final = 4 << 20
 MAX_LINE: Final = 64 << 10  # longer lines are cut: no SGLang memory line comes near this
 MANIFEST_MAX: Final = 1 << 20
+MAX_CONT: Final = 3  # physical lines after an error line that may continue it
+QUOTE_RE: Final = re.compile(r"^(?:> ?)+")
 EXIT_UNREADABLE: Final = 2
 
 
@@ -107,11 +110,14 @@ def _str_or_none(value: object) -> str | None:
 
 
 def iter_lines(path: str) -> Iterator[str]:
-    """Yield the decoded, cleaned logical lines of ``path`` that may carry a fact (others are skipped unread)."""
+    """Yield the decoded, cleaned logical lines of ``path`` that may carry a fact (others are skipped unread).
+
+    A message wrapped over several physical lines (by a terminal, an issue quote or the log itself) is joined back
+    into one line when its continuation directly follows it (``continues``).
+    """
     fh = open_binary(path)
     try:
-        for raw in _candidate_lines(fh, path):
-            yield from _clean(raw)
+        yield from join_continuations((adj, list(_clean(raw))) for adj, raw in _candidate_lines(fh, path))
     finally:
         if fh is not sys.stdin.buffer:
             fh.close()
@@ -126,8 +132,11 @@ def _read(fh: IO[bytes], path: str) -> bytes:
         raise _unreadable(path, e) from None
 
 
-def _candidate_lines(fh: IO[bytes], path: str) -> Iterator[bytes]:
+def _candidate_lines(fh: IO[bytes], path: str) -> Iterator[tuple[bool, bytes]]:
+    """(adjacent to the previous yielded line, line) for every line that may carry a fact, in file order."""
     carry = b""
+    last = -2  # global index of the last yielded line
+    base = 0  # global index of the first line of the current buffer
     while True:
         chunk = _read(fh, path)
         if not chunk:
@@ -136,45 +145,119 @@ def _candidate_lines(fh: IO[bytes], path: str) -> Iterator[bytes]:
         cut = buf.rfind(b"\n") + 1
         if cut == 0:
             if len(buf) > MAX_LINE:  # one enormous line: look at its head, drop the rest
-                yield from _hits(buf[:MAX_LINE])
+                for i, line in _hits(buf[:MAX_LINE]):
+                    yield base + i == last + 1, line
+                    last = base + i
+                base += 1
                 buf = b""
             carry = buf
             continue
-        yield from _hits(buf, cut)
+        for i, line in _hits(buf, cut):
+            yield base + i == last + 1, line
+            last = base + i
+        base += buf.count(b"\n", 0, cut)
         carry = buf[cut:]
         if len(carry) > MAX_LINE:
             carry = carry[:MAX_LINE]
     if carry:
-        yield from _hits(carry)
+        for i, line in _hits(carry):
+            yield base + i == last + 1, line
 
 
-def _hits(buf: bytes, end: int | None = None) -> Iterator[bytes]:
-    """Lines of buf[:end] that contain a keyword, in file order, each once."""
+def _hits(buf: bytes, end: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line index, line) of the lines of buf[:end] that hold a keyword, plus the lines right after an error
+    line (its possible continuation), in order, each once.
+
+    Known serving-noise lines (``NOISE``) are blanked first with one ``in`` test each, then each keyword is found
+    with ``bytes.find`` over the rest: no regex runs on a line before this.
+    """
     end = len(buf) if end is None else end
+    lines = buf[:end].split(b"\n")
+    if end and buf[end - 1 : end] == b"\n":
+        lines.pop()
+    n1, n2, n3 = NOISE
+    kept = [b"" if (n1 in ln or n2 in ln or n3 in ln) else ln for ln in lines]
+    joined = b"\n".join(kept)
     starts: set[int] = set()
     for kw in KEYWORDS:
-        pos = buf.find(kw, 0, end)
+        pos = joined.find(kw)
         while pos != -1:
-            start = buf.rfind(b"\n", 0, pos) + 1
-            starts.add(start)
-            nl = buf.find(b"\n", pos, end)
+            starts.add(joined.rfind(b"\n", 0, pos) + 1)
+            nl = joined.find(b"\n", pos)
             if nl == -1:
                 break
-            pos = buf.find(kw, nl + 1, end)
+            pos = joined.find(kw, nl + 1)
+    index: set[int] = set()
+    line_no, at = 0, 0
     for start in sorted(starts):
-        nl = buf.find(b"\n", start, end)
-        stop = end if nl == -1 else nl
-        yield buf[start : min(stop, start + MAX_LINE)]
+        line_no += joined.count(b"\n", at, start)
+        at = start
+        index.add(line_no)
+        line = kept[line_no]
+        if line_no + 1 < len(kept) and any(m in line for m in CONT_MARKERS):
+            for j in range(line_no + 1, min(line_no + 1 + MAX_CONT, len(kept))):
+                if not kept[j]:
+                    break
+                index.add(j)
+    for i in sorted(index):
+        yield i, kept[i][:MAX_LINE]
+
+
+# A message continues on the next physical line when the line before is an error/memory message and the next line
+# is not a new record (a timestamped or tagged line, a traceback frame, a new exception).
+_OPEN_RE: Final = re.compile(
+    r"(?:Error|Exception|OutOfResources|Not enough memory|Loaded weights|out of memory|Tried to allocate|CUDA error"
+    r"|Out of memory|Required:)"
+)
+_NEW_RECORD_RE: Final = re.compile(
+    r"\s*(?:\[\d{4}-\d\d-\d\d|\[gpu|\d{4}-\d\d-\d\d[ T]\d|Traceback|File \"|During handling|The above exception"
+    r"|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\b|\^|~|\$|#)"
+)
+_CONT_START_RE: Final = re.compile(
+    r"\s*(?:[a-z0-9(\-]|GPU \d|Including |Of the allocated|If reserved|Current value|Raise --|Please try|Required:"
+    r"|Hardware limit|Reducing block|See documentation|Tried to allocate|CUDA kernel errors|For debugging|Compile with)"
+)
+MAX_JOINED: Final = 4096
+
+
+def continues(prev: str, nxt: str) -> bool:
+    """Whether ``nxt`` (the next physical line) is the rest of the message in ``prev``."""
+    if len(prev) > MAX_JOINED or not nxt.strip() or _OPEN_RE.search(prev) is None:
+        return False
+    if _NEW_RECORD_RE.match(nxt) is not None and not nxt.lstrip().startswith("--"):
+        return False
+    return _CONT_START_RE.match(nxt) is not None
+
+
+def join_continuations(items: Iterable[tuple[bool, list[str]]]) -> Iterator[str]:
+    """Merge each continuation line into the message it continues; ``items`` are (adjacent, cleaned pieces)."""
+    pending: str | None = None
+    for adj, pieces in items:
+        if pending is not None and adj and pieces and continues(pending, pieces[0]):
+            pending = pending.rstrip() + " " + pieces[0].strip()
+            pieces = pieces[1:]
+            if not pieces:
+                continue
+        if not pieces:
+            continue
+        if pending is not None:
+            yield pending
+        yield from pieces[:-1]
+        pending = pieces[-1]
+    if pending is not None:
+        yield pending
 
 
 def _clean(raw: bytes) -> Iterator[str]:
     text = raw.decode("utf-8", "replace").replace("\x00", "")
     if text.startswith("{") and '"MESSAGE"' in text:
         text = _journald_message(text)
-    if text.startswith("# "):  # a commentary line (fixtures, annotated excerpts), never SGLang output
-        return
     if "\x1b" in text:
         text = ANSI_RE.sub("", text)
+    if text.startswith(">"):  # an e-mail/issue quote ("> " or "> > ")
+        text = QUOTE_RE.sub("", text, count=1)
+    if text.startswith("# "):  # a commentary line (fixtures, annotated excerpts), never SGLang output
+        return
     for piece in text.split("\r"):
         if not piece.strip():
             continue

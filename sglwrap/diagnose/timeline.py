@@ -92,6 +92,7 @@ class NodeLog:
     workers: tuple[WorkerEnv, ...]
     new_format: bool
     attempts: int
+    bench: bool = False
 
 
 class _Rank:
@@ -137,6 +138,7 @@ class TimelineBuilder:
         self.saw_sglang = False
         self.new_format = False
         self.attempts = 0
+        self.bench = False
         self._last_crash_label = ""
 
     def _reset(self) -> None:
@@ -298,6 +300,10 @@ class TimelineBuilder:
         for r in self.ranks.values():
             r.stage = "serving"
 
+    def _on_bench_done(self, ev: Event) -> None:
+        self.bench = True
+        self._on_up(ev)
+
     def _on_error(self, ev: Event) -> None:
         label = ev.tags or self._last_crash_label
         self.failures.append(Failure(self.node, label, str(ev.values.get("kind")), ev.text,
@@ -328,7 +334,7 @@ class TimelineBuilder:
             saw_sglang=self.saw_sglang or bool(self.ranks) or bool(self.failures),
             server_args=dict(self.server_args), versions=tuple(self.versions), max_total=dict(self.max_total),
             profiled=dict(self.profiled), workers=tuple(self.workers.values()), new_format=self.new_format,
-            attempts=max(self.attempts, 1),
+            attempts=max(self.attempts, 1), bench=self.bench,
         )
 
 

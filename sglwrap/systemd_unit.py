@@ -4,8 +4,13 @@ Choices, each for a reason:
 - ``KillMode=mixed``: SIGTERM to the main PID only (SGLang drains; its schedulers have no SIGTERM handler),
   SIGKILL for the rest of the cgroup after ``TimeoutStopSec``.
 - ``TimeoutStartSec=45min``: weight loading plus CUDA-graph capture outlasts systemd's 90 s default.
-- ``Restart=on-failure`` with ``RestartPreventExitStatus=64 78``: a usage error or a blocked profile cannot be
-  fixed by restarting.
+- ``Restart=on-failure`` with ``RestartPreventExitStatus=2 64 78``: SGLang's own usage error (argparse exits 2),
+  sglwrap's usage error or a blocked profile cannot be fixed by restarting.
+- No ``--profile`` in ``ExecStart`` unless one was asked for: ``SGLWRAP_PROFILE`` in the env file chooses.
+- Secrets (``--api-key``, ``--admin-api-key``, any flag whose name has a word key/token/secret/password) never go into
+  the unit file, which is world-readable: ``ExecStart`` says ``${SGLWRAP_API_KEY}``, systemd fills it in from the
+  env file (SGLang 0.5.23 has no environment variable of its own for them), and ``ExecStartPre`` refuses to start
+  with the variable unset or empty (an empty ``--api-key`` would serve without authentication).
 - ``RuntimeDirectory=sglwrap/%N`` (mode 0700) holds the injector's files: one directory per unit, because
   systemd deletes a unit's runtime directory when it stops and two units sharing ``/run/sglwrap`` would
   overwrite each other's ``sitecustomize.py``.
@@ -37,12 +42,24 @@ STOP_GRACE_S: Final = 300  # the supervisor's own deadline, before systemd's SIG
 _SAFE: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,/:=+@%$^~[]{}()!?#*&<>|")
 
 
+SECRET_WORDS: Final = frozenset({"key", "token", "secret", "password", "passwd", "credential", "credentials"})
+SECRET_MISSING_EXIT: Final = 78
+
+
+@dataclass(frozen=True)
+class Secret:
+    """An SGLang flag whose value moves from ``ExecStart`` to a variable of the env file."""
+
+    flag: str
+    variable: str
+
+
 @dataclass(frozen=True)
 class UnitSpec:
-    """What goes into the unit."""
+    """What goes into the unit. ``sglang_args`` holds :class:`Secret` references in place of secret values."""
 
-    profile: str
-    sglang_args: tuple[str, ...]
+    profile: str | None
+    sglang_args: tuple[str | Secret, ...]
     command: tuple[str, ...]  # how to run sglwrap: (absolute executable,) or (python, "-m", "sglwrap")
     notify: bool = False
     watchdog_sec: int | None = None
@@ -76,6 +93,48 @@ def quote_word(word: str) -> str:
     return f'"{text}"'
 
 
+def is_secret_flag(flag: str) -> bool:
+    """Whether a flag's name says it carries a secret: a ``-``-separated word key/token/secret/password.
+
+    ``--api-key`` and ``--ssl-keyfile-password`` are; ``--ssl-keyfile`` (a path) and ``--max-total-tokens`` are not.
+    """
+    words = flag.lstrip("-").lower().replace("_", "-").split("-")
+    return bool(SECRET_WORDS & set(words))
+
+
+def secret_variable(flag: str) -> str:
+    """The env-file variable for a secret flag: ``--admin-api-key`` -> ``SGLWRAP_ADMIN_API_KEY``."""
+    return "SGLWRAP_" + flag.lstrip("-").upper().replace("-", "_")
+
+
+def move_secrets(args: Sequence[str], flags: Sequence[str] = ()) -> tuple[tuple[str | Secret, ...], list[Secret]]:
+    """Replace the value of every secret flag in ``args`` by a :class:`Secret`; returns the args and the secrets.
+
+    ``flags`` are the option names the SGLang release knows (``--api-key=V`` and ``--api-key V`` are both read);
+    with none given every ``--word`` is a candidate.
+    """
+    known = set(flags)
+    out: list[str | Secret] = []
+    secrets: dict[str, Secret] = {}
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        name, eq, _value = tok.partition("=")
+        if name.startswith("--") and is_secret_flag(name) and (not known or name in known):
+            secret = secrets.setdefault(name, Secret(name, secret_variable(name)))
+            if eq:
+                out += [name, secret]
+                i += 1
+                continue
+            if i + 1 < len(args):
+                out += [name, secret]
+                i += 2
+                continue
+        out.append(tok)
+        i += 1
+    return tuple(out), list(secrets.values())
+
+
 def quote_assignment(name: str, value: str) -> str:
     """An ``Environment=`` value: ``"NAME=value"`` with quotes/backslashes escaped and ``%`` doubled."""
     text = f"{name}={value}".replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
@@ -83,12 +142,32 @@ def quote_assignment(name: str, value: str) -> str:
 
 
 def exec_start(spec: UnitSpec) -> str:
-    """The ``ExecStart=`` value."""
-    words = [*spec.command, "launch", "--profile", spec.profile]
+    """The ``ExecStart=`` value: secrets as ``${VARIABLE}``, which systemd expands to exactly one word."""
+    words: list[str | Secret] = [*spec.command, "launch"]
+    if spec.profile is not None:
+        words += ["--profile", spec.profile]
     if spec.notify:
         words.append("--notify")
     words += ["--", *spec.sglang_args]
-    return " ".join(quote_word(w) for w in words)
+    return " ".join("${" + w.variable + "}" if isinstance(w, Secret) else quote_word(w) for w in words)
+
+
+def secrets_of(spec: UnitSpec) -> list[Secret]:
+    """The secrets ``ExecStart`` reads from the env file, in order, once each."""
+    seen: dict[str, Secret] = {}
+    for w in spec.sglang_args:
+        if isinstance(w, Secret):
+            seen.setdefault(w.variable, w)
+    return list(seen.values())
+
+
+def secret_check(secrets: Sequence[Secret]) -> str:
+    """An ``ExecStartPre=`` that exits 78 (no restart) when a secret variable is unset or empty."""
+    tests = " && ".join(f'test -n "${{{s.variable}}}"' for s in secrets)  # sh expands it: quote_word writes $$
+    names = ", ".join(s.variable for s in secrets)
+    msg = f"sglwrap: {names} must be set in /etc/sglwrap/%N.env (the unit reads its secrets from there)"
+    script = f"{tests} || {{ echo '{msg}' >&2; exit {SECRET_MISSING_EXIT}; }}"
+    return f"/bin/sh -c {quote_word(script).replace('%%N', '%N')}"
 
 
 def sglwrap_command(explicit: str | None = None) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -120,11 +199,13 @@ def _on_default_path(root: Path) -> bool:
 
 def render_unit(spec: UnitSpec, *, invocation: Sequence[str] = ()) -> str:
     """The whole unit file text."""
-    desc = spec.description or f"SGLang server via sglwrap (profile {spec.profile})"
+    desc = spec.description or ("SGLang server via sglwrap" + (f" (profile {spec.profile})" if spec.profile else ""))
     lines = [
         f"# Generated by sglwrap {__version__}" + (f": {_one_line(shlex.join(invocation))}" if invocation else ""),
-        "# Save as /etc/systemd/system/NAME.service; per-host variables (SGLWRAP_*, NCCL_SOCKET_IFNAME, …)",
+        "# Save as /etc/systemd/system/NAME.service; per-host variables (SGLWRAP_PROFILE=..., NCCL_SOCKET_IFNAME, …)",
         "# go in /etc/sglwrap/NAME.env. Then: systemctl daemon-reload && systemctl enable --now NAME",
+        *([] if spec.profile is not None else
+          ["# No --profile below: SGLWRAP_PROFILE in /etc/sglwrap/NAME.env chooses it (unset: baseline)."]),
         "[Unit]",
         f"Description={desc.replace(chr(10), ' ').replace('%', '%%')}",
         "After=network-online.target nvidia-persistenced.service",
@@ -147,6 +228,12 @@ def render_unit(spec: UnitSpec, *, invocation: Sequence[str] = ()) -> str:
         lines.append(quote_env("SGLWRAP_STOP_GRACE", str(STOP_GRACE_S)))
     for name, value in sorted(spec.environment.items()):
         lines.append(quote_env(name, value))
+    secrets = secrets_of(spec)
+    if secrets:
+        lines += [f"# Secrets are not written here (this file is world-readable): {_secret_list(secrets)}",
+                  "# come from /etc/sglwrap/NAME.env (mode 0600, owner root); systemd puts them into ExecStart as",
+                  "# ${NAME}. SGLang has no environment variable for them. Without them the unit does not start:",
+                  f"ExecStartPre={secret_check(secrets)}"]
     lines += [
         f"ExecStart={exec_start(spec)}",
         "RuntimeDirectory=sglwrap/%N",
@@ -159,8 +246,9 @@ def render_unit(spec: UnitSpec, *, invocation: Sequence[str] = ()) -> str:
         f"TimeoutStopSec={TIMEOUT_STOP_S}",
         "Restart=on-failure",
         "RestartSec=15",
-        "# 64: bad command line, 78: profile blocked or invalid; restarting cannot fix either",
-        "RestartPreventExitStatus=64 78",
+        "# 2: SGLang refused its arguments, 64: sglwrap's command line, 78: profile blocked or invalid;",
+        "# restarting cannot fix any of them",
+        "RestartPreventExitStatus=2 64 78",
         "LimitMEMLOCK=infinity",
         "LimitNOFILE=1048576",
         "",
@@ -170,6 +258,15 @@ def render_unit(spec: UnitSpec, *, invocation: Sequence[str] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _secret_list(secrets: Sequence[Secret]) -> str:
+    return ", ".join(f"{s.flag} ({s.variable})" for s in secrets)
+
+
+def redact(args: Sequence[str | Secret]) -> list[str]:
+    """The args for people to read: each secret as ``$VARIABLE``."""
+    return ["$" + a.variable if isinstance(a, Secret) else a for a in args]
+
+
 def _one_line(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
@@ -177,3 +274,63 @@ def _one_line(text: str) -> str:
 def quote_env(name: str, value: str) -> str:
     """One ``Environment=`` line."""
     return f"Environment={quote_assignment(name, value)}"
+
+
+def unit_python(command: Sequence[str]) -> str | None:
+    """The interpreter ``ExecStart`` runs: ``command[0]`` for ``python -m sglwrap``, else the script's ``#!`` line."""
+    if len(command) >= 3 and command[1] == "-m":
+        return command[0]
+    try:
+        with open(command[0], "rb") as fh:
+            first = fh.readline(512).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!"):
+        return None
+    words = first[2:].split()
+    if not words:
+        return None
+    if Path(words[0]).name == "env" and len(words) > 1:
+        import shutil
+
+        return shutil.which(words[-1])
+    return words[0]
+
+
+_CHECK = """import importlib.metadata as m, importlib.util as u, json
+def v(n):
+    try:
+        return m.version(n)
+    except Exception:
+        return None
+print(json.dumps({"sglwrap": u.find_spec("sglwrap") is not None, "sglang": v("sglang")}))
+"""
+
+
+def interpreter_warnings(command: Sequence[str], environment: Mapping[str, str]) -> list[str]:
+    """What the unit's interpreter lacks (sglwrap, SGLang), as sentences for stderr; empty when it has both."""
+    import json
+    import subprocess
+
+    python = unit_python(command)
+    if python is None:
+        return [f"cannot tell which Python {command[0]} runs (no #! line); check it has sglwrap and SGLang"]
+    # systemd starts services with a clean environment plus the unit's Environment= lines: do the same
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")} | dict(environment)
+    try:
+        proc = subprocess.run([python, "-c", _CHECK], capture_output=True, text=True, timeout=60, check=False,
+                              env=env, cwd="/")
+        found = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        found = None
+    if found is None:
+        return [f"{python} (the unit's interpreter) could not be run; ExecStart will fail"]
+    out = []
+    if not found.get("sglwrap"):
+        out.append(f"sglwrap is not installed for {python} (the unit's interpreter): "
+                   f"{python} -m pip install sglwrap, or pass --sglwrap-bin PATH")
+    if not found.get("sglang"):
+        out.append(f"SGLang is not installed for {python} (the unit's interpreter), so the service would exit "
+                   f"78 at start: {python} -m pip install sglang, or put SGLWRAP_PYTHON=<python that has it> in "
+                   "/etc/sglwrap/NAME.env")
+    return out

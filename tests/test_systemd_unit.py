@@ -115,7 +115,7 @@ def test_unit_has_the_production_keys_and_passes_systemd_verify(capsys: pytest.C
     unit = parse_unit(text)
     for key, want in COMMON.items():
         assert one(unit, "Service", key) == want
-    assert "78" in one(unit, "Service", "RestartPreventExitStatus").split()
+    assert {"2", "64", "78"} <= set(one(unit, "Service", "RestartPreventExitStatus").split())
     assert one(unit, "Service", "Type") == ("notify" if notify else "exec")
     notify_access = [v for k, v in unit["Service"] if k == "NotifyAccess"]
     assert notify_access == (["main"] if notify else [])
@@ -134,7 +134,7 @@ def test_unit_has_the_production_keys_and_passes_systemd_verify(capsys: pytest.C
 
 def test_awkward_arguments_survive_systemds_parser(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     nasty = ["--model-path", "/models/my model", "--served-model-name", 'a%b$c"d\'e', "--chat-template",
-             "tab\there\\back;", "--api-key", ";", "--json-model-override-args", '{"rope_scaling": null}',
+             "tab\there\\back;", "--served-model-name", ";", "--json-model-override-args", '{"rope_scaling": null}',
              "--tokenizer-path", ""]
     text = unit_text(capsys, "--profile", "baseline", "--", *nasty)
     words = systemd_words(one(parse_unit(text), "Service", "ExecStart"))
@@ -216,3 +216,111 @@ def test_watchdog_sec_and_explicit_binary(capsys: pytest.CaptureFixture[str], tm
 def test_render_unit_escapes_percent_in_description() -> None:
     spec = UnitSpec(profile="p", sglang_args=("--model-path", "m"), command=("/x",), description="100% fast")
     assert "Description=100%% fast" in render_unit(spec)
+
+
+def expand_like_systemd(words: list[str], env: dict[str, str]) -> list[str]:
+    """systemd's ${NAME} in ExecStart: the variable's exact value as one word (systemd.service(5))."""
+    import re
+
+    return [re.sub(r"\$\{(\w+)\}", lambda m: env.get(m.group(1), ""), w) for w in words]
+
+
+def run_exec_start(text: str, env_file: dict[str, str]) -> dict:
+    """Run the unit's ExecStart as systemd would (Environment=, the env file, ${NAME}), plus --dry-run --json."""
+    import json
+
+    unit = parse_unit(text)
+    env = {k: v for k, v in os.environ.items() if k not in ("SGLWRAP_PROFILE",)}
+    for k, v in unit["Service"]:
+        if k == "Environment":
+            name, _, value = v.strip('"').partition("=")
+            env[name] = value
+    env.update(env_file)
+    words = expand_like_systemd(systemd_words(one(unit, "Service", "ExecStart")), env)
+    launch = words.index("launch")
+    cmd = words[:launch + 1] + ["--dry-run", "--json", "--assume", "2xH200"] + words[launch + 1:]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_without_profile_the_env_file_chooses(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    text = unit_text(capsys, "--", "--model-path", str(MODEL), "--tp-size", "2")
+    words = systemd_words(one(parse_unit(text), "Service", "ExecStart"))
+    assert "--profile" not in words
+    assert run_exec_start(text, {"SGLWRAP_PROFILE": "fewchan"})["profile"]["name"] == "fewchan"
+    assert run_exec_start(text, {})["profile"]["name"] == "baseline"
+    verify(tmp_path, text)
+
+
+def test_drop_in_form_without_double_dash_is_accepted(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--model-path", str(MODEL), "--tp-size", "8", "--served-model-name", "llm"]
+    with_dash = unit_text(capsys, "--profile", "fewchan", "--", *args)
+    without = unit_text(capsys, "--model-path", str(MODEL), "--profile", "fewchan", *args[2:])
+    words = systemd_words(one(parse_unit(without), "Service", "ExecStart"))
+    assert words[words.index("--") + 1:] == args
+    assert words[words.index("launch"):words.index("--")] == ["launch", "--profile", "fewchan"]
+    assert one(parse_unit(without), "Service", "ExecStart") == one(parse_unit(with_dash), "Service", "ExecStart")
+
+
+def test_a_typo_of_an_own_option_is_reported_as_such(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["systemd-unit", "--profle", "fewchan", "--model-path", "m"]) == 64
+    assert "--profile" in capsys.readouterr().err
+
+
+def test_secrets_stay_out_of_the_unit_and_reach_sglang_from_the_env_file(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rc = main(["systemd-unit", "--model-path", str(MODEL), "--tp-size", "2", "--api-key", "s3cr3t-A",
+               "--admin-api-key=s3cr3t-B", "--ssl-keyfile", "/etc/ssl/k.pem"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    text = out.out
+    assert "s3cr3t" not in text and "s3cr3t" not in out.err
+    assert "SGLWRAP_API_KEY" in out.err and "SGLWRAP_ADMIN_API_KEY" in out.err
+    unit = parse_unit(text)
+    words = systemd_words(one(unit, "Service", "ExecStart"))
+    assert "${SGLWRAP_API_KEY}" in words and "/etc/ssl/k.pem" in words  # a key *file* path is no secret
+    assert any("secrets" in ln.lower() and "--api-key" in ln for ln in text.splitlines() if ln.startswith("#"))
+    doc = run_exec_start(text, {"SGLWRAP_API_KEY": "s3cr3t-A", "SGLWRAP_ADMIN_API_KEY": "two words"})
+    argv = doc["argv"]
+    assert argv[argv.index("--api-key") + 1] == "s3cr3t-A"
+    assert argv[argv.index("--admin-api-key") + 1] == "two words"
+    # the unit refuses to start (78, no restart) while a secret is missing: an empty --api-key would mean no auth
+    pre = systemd_words(one(unit, "Service", "ExecStartPre").replace("%N", "llm"))  # %N: the unit's name
+    assert pre[0] == "/bin/sh"
+    missing = subprocess.run(pre, env={"SGLWRAP_API_KEY": "x"}, capture_output=True, text=True, timeout=10)
+    assert missing.returncode == 78 and "/etc/sglwrap/llm.env" in missing.stderr
+    both = subprocess.run(pre, env={"SGLWRAP_API_KEY": "x", "SGLWRAP_ADMIN_API_KEY": "y"}, timeout=10)
+    assert both.returncode == 0
+    verify(tmp_path, text)
+
+
+def test_a_unit_whose_python_lacks_sglang_and_sglwrap_is_written_with_a_warning(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bare = Path(sys.base_prefix) / "bin" / "python3"
+    probe = subprocess.run([str(bare), "-c", "import sglang"], capture_output=True, timeout=60)
+    if probe.returncode == 0:
+        pytest.skip(f"{bare} has SGLang")
+    script = tmp_path / "sglwrap"
+    script.write_text(f"#!{bare}\nimport sys\n")
+    script.chmod(0o755)
+    rc = main(["systemd-unit", "--sglwrap-bin", str(script), "--model-path", "m"])
+    out = capsys.readouterr()
+    assert rc == 0 and "ExecStart=" in out.out
+    assert f"SGLang is not installed for {bare}" in out.err
+    assert f"sglwrap is not installed for {bare}" in out.err
+
+
+def test_no_warning_when_the_interpreter_has_both(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("sglang")
+    unit_text(capsys, "--model-path", "m")
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_own_options_are_not_sglang_flags() -> None:
+    from sglwrap.commands.systemd_unit import OWN_OPTIONS
+    from sglwrap.sglang.flags import bundled_table, bundled_versions
+
+    for v in bundled_versions():
+        clash = set(OWN_OPTIONS) & set(bundled_table(v).flags)
+        assert not clash, f"SGLang {v} has {clash}"

@@ -3,7 +3,9 @@
 Formulas: ``srt/mem_cache/kv_cache_configurator.py:2990-3060`` (``_profile_available_bytes``),
 ``srt/model_executor/pool_configurator.py:637-647`` (tokens) and ``:85-99`` (the "Not enough memory" check),
 ``kv_cache_configurator.py:3119-3172`` (max running requests -> req_to_token). All sizes are bytes per rank on
-the most constrained rank (SGLang takes the minimum over ranks).
+the most constrained rank (SGLang takes the minimum over ranks). The empirical terms (overhead before weights,
+NCCL at init, decode graphs, non-parameter weight buffers) come from ``fits`` with the ± of their fit; every
+derived quantity carries its ± (root-sum-square of independent terms).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from sglwrap.memory.args import ServerArgs
 from sglwrap.memory.cells import Cell
 from sglwrap.memory.defaults import Resolved
+from sglwrap.memory.fits import Term, exact, rss
 from sglwrap.memory.mamba import MambaPool, min_rest_bytes, size_pool, state_slots_per_request, too_few_requests_error
 from sglwrap.memory.model import ModelShape
 from sglwrap.memory.nccl import NcclCost
@@ -23,10 +26,26 @@ MIB = 1 << 20
 GIB = 1 << 30
 CUDA_CONTEXT_BYTES = int(528.875 * MIB)  # measured: torch 2.11 + CUDA 13 on H200 (shared/docs/measurements-h200.md)
 DRIVER_RESERVED_BYTES = int((143771 - 143155.9375) * MIB)  # nvidia-smi total - cudaMemGetInfo total, H200
-DECODE_GRAPH_BYTES_PER_BS = 8 * MIB  # calibrated on the real logs 01 (11.9 MiB/bs) and 05 (5.7 MiB/bs)
 VLM_CACHE_BYTES = 100 * MIB  # SGLANG_VLM_CACHE_SIZE_MB default (kv_cache_configurator.py:202-219)
 SYMM_MEM_BYTES = 4 * GIB  # --enable-symm-mem preallocation (memory_hook.py:349-353)
 CUSTOM_AR_BYTES = 3 * 8 * MIB  # custom all-reduce IPC buffers, ~3 x _MAX_CAR_SIZE (custom_all_reduce.py:42-140)
+OBSERVED_PM = int(0.01 * GIB)  # SGLang prints GiB with two decimals
+
+
+@dataclass(frozen=True)
+class Terms:
+    """The terms ``plan`` resolves before the budget: the fitted ones with their ±, and the modelled extras."""
+
+    overhead: Term = field(default_factory=lambda: exact(DRIVER_RESERVED_BYTES + CUDA_CONTEXT_BYTES, "H200"))
+    nccl_init: Term | None = None  # None: the NCCL model's own figure, ± 0
+    decode_graphs: Term | None = None  # None: no decode graphs
+    weights_extra: Term = field(default_factory=lambda: exact(0, "none"))
+    draft_weights: Term = field(default_factory=lambda: exact(0, "no draft model"))
+    draft_in_weights: bool = True  # SGLang >= 0.5.14 loads the draft before sizing the KV pool
+    draft_graphs: Term = field(default_factory=lambda: exact(0, "no draft model"))
+    deepep: Term = field(default_factory=lambda: exact(0, "no DeepEP"))
+    lora: Term = field(default_factory=lambda: exact(0, "no LoRA"))
+    weights_rel_pm: float = 0.0  # relative ± of W computed from parameters
 
 
 @dataclass(frozen=True)
@@ -79,6 +98,27 @@ class Budget:
     mamba: MambaPool | None = None  # mamba / linear-attention hybrid: the state pool sized before the KV pool
     mamba_error: str | None = None  # SGLang's RuntimeError for a state pool too small (K <= 0 or K // ratio = 0)
     mamba_state: int = 0  # bytes of the state pool ((K + 1) x per request), taken from rest before the KV pool
+    overhead: int = 0  # driver reserve + CUDA context + torch before NCCL (fitted per GPU family)
+    p_pm: int = 0  # ± of P
+    w_pm: int = 0  # ± of W
+    kv_pm: int = 0  # ± of the KV budget: f x ±P and ±W
+    slack_pm: int = 0  # ± of the slack: (1 - f) x ±P
+    need_pm: int = 0  # ± of the runtime need
+    draft_weights: int = 0  # speculative draft model weights (inside W from SGLang 0.5.14, else in the need)
+    draft_graphs: int = 0
+    deepep: int = 0  # DeepEP / NVSHMEM buffers, created at the first MoE dispatch (after KV sizing)
+    lora: int = 0  # LoRA adapter buffers
+    term_sources: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def kv_tokens_pm(self) -> int:
+        """± of the KV token count."""
+        return self.kv_pm // max(1, self.cell_bytes)
+
+    @property
+    def margin_pm(self) -> int:
+        """± of the runtime margin (slack - need)."""
+        return rss(self.slack_pm, self.need_pm)
 
     @property
     def runtime_free(self) -> int:
@@ -107,23 +147,46 @@ def _activations(shape: ModelShape, args: ServerArgs, cps: int) -> int:
 
 
 def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Cell, weights: Weights,
-            gpu_total: int, other_processes: int, nccl: NcclCost, p2p: bool, observed: Observed) -> Budget:
+            gpu_total: int, other_processes: int, nccl: NcclCost, p2p: bool, observed: Observed,
+            terms: Terms | None = None) -> Budget:
     """One rank's budget; ``gpu_total`` is the smallest GPU's nvidia-smi total in bytes."""
+    t = terms or Terms()
     notes: list[str] = []
     world_tp = args.tp_size
     comms = (1 if world_tp > 1 else 0) + (1 if args.pp_size > 1 else 0)
-    nccl_init = nccl.process_fixed_bytes + comms * nccl.per_comm_bytes if comms else 0
+    if not comms:
+        nccl_t = exact(0, "single rank: no NCCL communicator")
+    elif t.nccl_init is not None:
+        nccl_t = Term(t.nccl_init.bytes + comms * nccl.per_comm_bytes, t.nccl_init.pm,
+                      f"{t.nccl_init.source} + {comms} x channel buffers")
+    else:
+        nccl_t = exact(nccl.process_fixed_bytes + comms * nccl.per_comm_bytes, "NCCL model")
+    nccl_init = nccl_t.bytes
     custom_ar = CUSTOM_AR_BYTES if (world_tp > 1 and p2p and not args.disable_custom_all_reduce) else 0
     if observed.avail_before_weights_bytes is not None:
         p = observed.avail_before_weights_bytes
         p_source = "observed (--avail-before-weights-gib)"
+        p_pm = OBSERVED_PM
     else:
-        p = gpu_total - DRIVER_RESERVED_BYTES - CUDA_CONTEXT_BYTES - nccl_init - custom_ar - other_processes
+        p = gpu_total - t.overhead.bytes - nccl_init - custom_ar - other_processes
         p_source = "predicted"
+        p_pm = rss(t.overhead.pm, nccl_t.pm)
+    draft_w = t.draft_weights.bytes
     if observed.weights_bytes is not None:
         w, w_source = observed.weights_bytes, "observed (--weights-gib)"
+        w_pm = OBSERVED_PM
+        if draft_w and t.draft_in_weights:
+            w += draft_w
+            w_pm = rss(w_pm, t.draft_weights.pm)
+            w_source += " + draft model"
     else:
-        w, w_source = weights.per_rank_bytes, weights.source
+        w = weights.per_rank_bytes + t.weights_extra.bytes
+        w_source = weights.source + (" + fitted non-parameter buffers" if t.weights_extra.bytes else "")
+        w_pm = rss(t.weights_extra.pm, t.weights_rel_pm * weights.per_rank_bytes)
+        if draft_w and t.draft_in_weights:
+            w += draft_w
+            w_pm = rss(w_pm, t.draft_weights.pm)
+            w_source += " + draft model"
     f = resolved.mem_fraction_static
     mm = VLM_CACHE_BYTES if shape.is_multimodal else 0
     static_limit = int(p * f)
@@ -154,14 +217,23 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
         mamba_error = too_few_requests_error(mpool.slots, mpool.slots_per_request, reqs)
     reqs = max(1, reqs)
     req_to_token = (reqs + 1) * context_len * 4
-    decode_graphs = resolved.decode_max_bs * DECODE_GRAPH_BYTES_PER_BS if args.decode_graph else 0
+    graphs_t = t.decode_graphs if (args.decode_graph and t.decode_graphs is not None) else exact(0, "off")
+    decode_graphs = graphs_t.bytes
     prefill_graphs = (1536 * MIB if shape.is_mla else 8 * MIB * resolved.prefill_graph_sizes) \
         if args.prefill_graph else 0
     acts = _activations(shape, args, resolved.chunked_prefill_size)
     late = nccl.per_comm_bytes if world_tp > 1 else 0  # torch ProcessGroupNCCL, created at first eager collective
     symm = SYMM_MEM_BYTES if args.enable_symm_mem else 0
     slack = p - static_limit
-    need = req_to_token + decode_graphs + prefill_graphs + acts + late + symm
+    draft_late = 0 if t.draft_in_weights else draft_w
+    draft_graphs = t.draft_graphs.bytes if args.decode_graph else 0
+    need = (req_to_token + decode_graphs + prefill_graphs + acts + late + symm + draft_late + draft_graphs
+            + t.deepep.bytes + t.lora.bytes)
+    # prefill graphs: SGLang's own reserve, unmeasured here (± all of it); activations: an estimate (± half)
+    need_pm = rss(graphs_t.pm, prefill_graphs, acts // 2, t.deepep.pm, t.lora.pm,
+                  t.draft_graphs.pm if args.decode_graph else 0, 0 if t.draft_in_weights else t.draft_weights.pm)
+    kv_pm = rss(f * p_pm, w_pm)
+    slack_pm = int((1 - f) * p_pm)
     min_pool = _min_pool_bytes(cell, args.page_size)
     if mpool is not None:
         min_pool = min_rest_bytes(mpool, cell.bytes_per_token * args.page_size)
@@ -172,8 +244,7 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
 
         suggested = math.ceil((1 - (p - w) / p) * 1000) / 1000
     return Budget(
-        gpu_total=gpu_total, driver_reserved=DRIVER_RESERVED_BYTES if observed.avail_before_weights_bytes is None
-        else 0, cuda_context=CUDA_CONTEXT_BYTES, other_processes=other_processes, nccl_init=nccl_init,
+        gpu_total=gpu_total, driver_reserved=_driver(t, observed), cuda_context=_context(t, observed), other_processes=other_processes, nccl_init=nccl_init,
         custom_allreduce=custom_ar, pre_weights_free=p, p_source=p_source, weights=w, w_source=w_source,
         mem_fraction_static=f, mfs_source=resolved.mfs_source, static_limit=static_limit, mm_reserve=mm,
         kv_budget=rest, cell_bytes=cell.bytes_per_token, page_size=args.page_size, kv_tokens=tokens,
@@ -183,7 +254,24 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
         min_mem_fraction_static=min_f, sglang_suggested_mfs=suggested, notes=tuple(notes),
         swa_tokens=None if pool is None else pool.swa_tokens, swa_error=None if pool is None else pool.error,
         swa_cell=None if pool is None else pool.cell, mamba=mpool, mamba_error=mamba_error,
-        mamba_state=mpool.state_bytes if mpool is not None and mpool.error is None else 0)
+        mamba_state=mpool.state_bytes if mpool is not None and mpool.error is None else 0,
+        overhead=t.overhead.bytes if observed.avail_before_weights_bytes is None else 0, p_pm=p_pm, w_pm=w_pm,
+        kv_pm=int(kv_pm), slack_pm=slack_pm, need_pm=need_pm, draft_weights=draft_w, draft_graphs=draft_graphs,
+        deepep=t.deepep.bytes, lora=t.lora.bytes,
+        term_sources=(("overhead", t.overhead.source), ("nccl_init", nccl_t.source),
+                      ("decode_graphs", graphs_t.source), ("weights_extra", t.weights_extra.source),
+                      ("draft_weights", t.draft_weights.source), ("draft_graphs", t.draft_graphs.source),
+                      ("deepep", t.deepep.source), ("lora", t.lora.source)))
+
+
+def _driver(t: Terms, observed: Observed) -> int:
+    """The driver's share of the fitted overhead (the H200 measurement, at most the whole overhead)."""
+    return 0 if observed.avail_before_weights_bytes is not None else min(DRIVER_RESERVED_BYTES, t.overhead.bytes)
+
+
+def _context(t: Terms, observed: Observed) -> int:
+    """CUDA context and torch: the fitted overhead beyond the driver's share."""
+    return 0 if observed.avail_before_weights_bytes is not None else t.overhead.bytes - _driver(t, observed)
 
 
 def _mamba_pool(cell: Cell, rest: int, args: ServerArgs) -> MambaPool:

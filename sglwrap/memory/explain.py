@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from sglwrap.memory.budget import GIB, Budget
 
-VERDICTS = ("fits", "kv_pool_oom", "graph_oom_risk", "weights_dont_fit")
+VERDICTS = ("fits", "fits_tight", "graph_oom_risk", "kv_pool_oom", "weights_dont_fit")
+SURE_FAILURES = ("kv_pool_oom", "weights_dont_fit")
 
 
 def gib(n: float) -> str:
@@ -58,38 +59,38 @@ def sglang_error(kind: str, b: Budget, version: str | None) -> str | None:
 
 
 def classify(b: Budget) -> str:
-    """weights_dont_fit > kv_pool_oom > graph_oom_risk > fits."""
-    if b.weights >= b.pre_weights_free:
+    """The verdict, with each term's ± from its fit: a failure only when the numbers are sure of it.
+
+    weights_dont_fit (W - ±W >= P + ±P) > kv_pool_oom (KV budget + its ± still <= 0, or SGLang's SWA / mamba
+    checks reject the pool) > graph_oom_risk (runtime need exceeds the slack by more than the ± of both) >
+    fits_tight (the pool or the runtime slack is within its ± of running out) > fits.
+    """
+    if b.weights - b.w_pm >= b.pre_weights_free + b.p_pm:
         return "weights_dont_fit"
-    if b.kv_budget <= 0 or b.kv_tokens <= 0 or b.swa_error or b.mamba_error:
+    if b.swa_error or b.mamba_error:
         return "kv_pool_oom"
-    if b.runtime_need > b.slack:
+    if b.kv_budget <= 0 or b.kv_tokens <= 0:
+        return "kv_pool_oom" if b.kv_budget + b.kv_pm <= 0 else "fits_tight"
+    margin = b.slack - b.runtime_need
+    if margin < -b.margin_pm:
         return "graph_oom_risk"
+    if margin <= b.margin_pm or b.kv_budget <= b.kv_pm:
+        return "fits_tight"
     return "fits"
 
 
-def _fix(kind: str, b: Budget, tp: int, graph_flag: str, swa_fix: str | None = None) -> str | None:
+def fallback_fix(kind: str, b: Budget, graph_flag: str) -> str | None:
+    """The change to try when no re-planned candidate reached ``fits`` (said as such)."""
     if kind == "weights_dont_fit":
-        return (f"the weights ({gib(b.weights)}/rank) exceed all free memory ({gib(b.pre_weights_free)}): "
-                f"use more GPUs (--tp-size {tp * 2}) or a quantised checkpoint")
-    if kind == "kv_pool_oom" and b.kv_budget > 0 and b.swa_error and swa_fix:
-        return swa_fix
+        return (f"the weights ({gib(b.weights)}/rank) exceed all free memory ({gib(b.pre_weights_free)}): no flag "
+                f"on this host makes them fit; use a smaller or more quantised checkpoint, or more GPUs")
     if kind == "kv_pool_oom":
-        need = b.min_mem_fraction_static
-        f_new = min(0.99, round(need + 0.02, 2))
-        slack_new = b.pre_weights_free * (1 - f_new)
-        if need >= 0.99 or slack_new < b.runtime_need - b.decode_graphs:
-            return (f"--mem-fraction-static would have to be at least {need:.3f}, which leaves too little for "
-                    f"graphs and activations: use more GPUs (--tp-size {tp * 2}) or a smaller checkpoint")
-        return f"--mem-fraction-static {f_new} (the pool needs at least {need:.3f})"
+        return (f"no single change within the host's GPUs and the flags' ranges makes it fit (the pool needs "
+                f"--mem-fraction-static >= {b.min_mem_fraction_static:.3f}, which must stay below 1 and leave "
+                f"room for graphs and activations)")
     if kind == "graph_oom_risk":
-        over = b.runtime_need - b.slack
-        if b.decode_graphs > over:
-            per_bs = b.decode_graphs // max(1, b.decode_graphs // (8 << 20))
-            bs = max(1, (b.decode_graphs - over) // max(1, per_bs))
-            return f"{graph_flag} {int(bs)} (decode graphs take {gib(b.decode_graphs)})"
-        f_new = max(b.min_mem_fraction_static, 1 - b.runtime_need / b.pre_weights_free)
-        return f"--mem-fraction-static {f_new:.2f} (more runtime slack, fewer KV tokens)"
+        return (f"no single change re-planned to fits; lower {graph_flag} or --chunked-prefill-size, or lower "
+                f"--mem-fraction-static towards {b.min_mem_fraction_static:.3f}")
     return None
 
 
@@ -112,13 +113,14 @@ def _mamba_sentence(b: Budget) -> str:
     return head + "."
 
 
-def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str, swa_fix: str | None = None) -> Verdict:
-    """The verdict and the sentences that explain it, each with its numbers (``swa_fix``: the smallest
-    --swa-full-tokens-ratio that clears SGLang's SWA window check, when one does)."""
+def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str, swa_fix: str | None = None,
+            fix: str | None = None) -> Verdict:
+    """The verdict and the sentences that explain it, each with its numbers (``fix``: a change the planner
+    re-planned to ``fits``; ``swa_fix``: the smallest --swa-full-tokens-ratio that clears SGLang's SWA check)."""
     kind = classify(b)
     s = [
         f"Before weights each rank has P = {gib(b.pre_weights_free)} free ({b.p_source}): "
-        f"{gib(b.gpu_total)} total - {gib(b.driver_reserved)} driver - {gib(b.cuda_context)} CUDA context - "
+        f"{gib(b.gpu_total)} total - {gib(b.driver_reserved + b.cuda_context)} driver + CUDA context - "
         f"{gib(b.nccl_init)} NCCL at init - {gib(b.other_processes)} other processes.",
         f"--mem-fraction-static {b.mem_fraction_static:.3f} ({b.mfs_source}) gives a static limit P*f = "
         f"{gib(b.static_limit)}; weights take W = {gib(b.weights)} ({b.w_source}).",
@@ -144,8 +146,10 @@ def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str, swa_fix
         s.append(f"The KV pool gets P*f - W = {gib(b.kv_budget)} = {b.kv_tokens:,} tokens of "
                  f"{b.cell_bytes:,} B each (page {b.page_size}).")
     else:
-        s.append(f"P*f - W = {gib(b.kv_budget)}: nothing is left for the KV cache; the smallest "
-                 f"--mem-fraction-static that holds one page is {b.min_mem_fraction_static:.3f}.")
+        s.append(f"P*f - W = {gib(b.kv_budget)}: nothing is left for the KV cache"
+                 + (f"; the smallest --mem-fraction-static that holds one page is {b.min_mem_fraction_static:.3f}."
+                    if b.min_mem_fraction_static < 1 else
+                    "; no --mem-fraction-static below 1 holds one page (the weights alone exceed P)."))
     s.append(f"After the pool, the runtime slack P*(1-f) = {gib(b.slack)} must hold req_to_token "
              f"{gib(b.req_to_token)}, decode graphs {gib(b.decode_graphs)}, prefill graphs {gib(b.prefill_graphs)}, "
              f"activations {gib(b.activations)} and a lazily created NCCL communicator {gib(b.nccl_late)} "
@@ -155,4 +159,19 @@ def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str, swa_fix
                  f"{b.mem_fraction_static:.2f} GiB (it shrinks P); one allocated after the baseline but before KV "
                  f"sizing costs a full GiB; one after KV sizing only eats the slack.")
     s.extend(b.notes)
-    return Verdict(kind, sglang_error(kind, b, version), _fix(kind, b, tp, graph_flag, swa_fix), tuple(s))
+    if b.kv_budget > 0 or b.p_pm:
+        s.append(f"Uncertainty (each term's fit, combined as root-sum-square): P ± {gib(b.p_pm)}, W ± "
+                 f"{gib(b.w_pm)}, KV budget ± {gib(b.kv_pm)} (± {b.kv_tokens_pm:,} tokens), runtime margin "
+                 f"{gib(b.slack - b.runtime_need)} ± {gib(b.margin_pm)}.")
+    extras = [(b.draft_weights, "the speculative draft model's weights"), (b.draft_graphs, "draft CUDA graphs"),
+              (b.deepep, "DeepEP/NVSHMEM buffers (created at the first MoE dispatch)"), (b.lora, "LoRA buffers")]
+    for value, what in extras:
+        if value:
+            s.append(f"Counted: {what} {gib(value)}.")
+    if kind == "fits_tight":
+        s.append("Tight: the margin is within the uncertainty of the prediction; feed the real free memory back "
+                 "(--avail-before-weights-gib / --weights-gib, or sglwrap diagnose) before relying on it.")
+    chosen = swa_fix if (kind == "kv_pool_oom" and b.kv_budget > 0 and b.swa_error and swa_fix) else fix
+    if chosen is None and kind not in ("fits", "fits_tight"):
+        chosen = fallback_fix(kind, b, graph_flag)
+    return Verdict(kind, sglang_error(kind, b, version), chosen, tuple(s))

@@ -1,0 +1,209 @@
+"""Terms the plain budget lacks: the speculative draft model, DeepEP/NVSHMEM buffers, LoRA buffers, and the
+decode-graph batch sizes SGLang captures. Each returns a ``fits.Term`` (value ± what is not known).
+
+Sources (SGLang release sources unpacked under ``~/.cache/sglwrap/releases/src``):
+
+- capture sizes: ``[1, 2, 4] + range(8, max+1, 8)`` before 0.5.3; from 0.5.3 ``[1, 2, 4, 8, 12] +
+  range(16, 257, 8) + range(272, 512, 16) + range(512, max+1)`` (``cuda_graph_runner.py`` / 0.5.23
+  ``arg_groups/cuda_graph_hook.py:512``). Checked against the logged lists of corpus cases 01, 02, 07, 08, 09, 19.
+- draft model: EAGLE/EAGLE3 drafts share the target's embedding (and EAGLE's lm_head) and add their own decoder
+  layer(s) and ``fc``; EAGLE3 keeps its own lm_head over a draft vocabulary (``draft_vocab_size``, 32000 when not
+  given). NEXTN/MTP loads the target's ``num_nextn_predict_layers`` MTP layer(s): one decoder layer of the target
+  plus ``eh_proj`` (2h x h). A draft config found on disk (``--speculative-draft-model-path``) is sized from its
+  own config.
+- DeepEP (``layers/moe/token_dispatcher/deepep.py:203-304``): the buffer is created at the first MoE dispatch,
+  i.e. after the KV pool is sized, so it comes out of the runtime slack. Low-latency RDMA buffer per DeepEP's
+  ``LowLatencyLayout``: 2 (double buffer) x [send + recv] with send = recv = experts x T x (2h + 16) bytes,
+  T = ``SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK`` (128); normal-mode NVLink buffer assumed 1 GiB
+  (``Config.get_nvl_buffer_size_hint`` depends on the SM count: not reproduced) and NVSHMEM's own start-up
+  0.5 GiB (assumed). ± half of the total.
+- LoRA (``lora/mem_pool.py``): A and B buffers for ``--max-loras-per-batch`` adapters of ``--max-lora-rank`` over
+  the attention and MLP projections of every layer, in the model dtype, sharded by TP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sglwrap.memory.fits import GIB, Term, exact
+from sglwrap.memory.model import ModelShape
+
+SPEC_ALGOS = ("EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE")
+
+
+def _vkey(version: str | None) -> tuple[int, ...]:
+    from sglwrap.memory.explain import _vkey as vk
+
+    return vk(version)
+
+
+def capture_sizes(max_bs: int, version: str | None) -> list[int]:
+    """The decode-graph batch sizes this SGLang release captures for ``max_bs``."""
+    if max_bs <= 0:
+        return []
+    if _vkey(version) < (0, 5, 3):
+        sizes = [1, 2, 4] + list(range(8, max_bs + 1, 8))
+    else:
+        sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(range(512, max_bs + 1))
+    return [s for s in sizes if s <= max_bs]
+
+
+@dataclass(frozen=True)
+class Extra:
+    """Flags the budget reads beyond ``ServerArgs`` (SGLang's defaults when absent)."""
+
+    moe_a2a_backend: str | None = None
+    deepep_mode: str = "auto"
+    max_loras_per_batch: int = 0
+    max_lora_rank: int = 0
+    lora: bool = False
+    eagle_topk: int | None = None
+    num_steps: int | None = None
+
+
+def read_extra(argv: Any, version: str | None) -> Extra:
+    """Read the extra flags from the user's command line (a list of SGLang arguments or a SglangCmdline)."""
+    try:
+        from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for
+
+        cmd = argv if isinstance(argv, SglangCmdline) else cmdline_for(list(argv), version)
+        given: Mapping[str, Any] = cmd.canonical_given()
+    except Exception:  # noqa: BLE001 - the main parse already reported a bad command line
+        return Extra()
+
+    def _int(key: str, default: int | None) -> int | None:
+        v = given.get(key)
+        try:
+            return default if v is None else int(v)
+        except (TypeError, ValueError):
+            return default
+
+    lora = bool(given.get("lora_paths") or given.get("enable_lora"))
+    return Extra(moe_a2a_backend=str(given["moe_a2a_backend"]) if given.get("moe_a2a_backend") else None,
+                 deepep_mode=str(given.get("deepep_mode") or "auto"),
+                 max_loras_per_batch=(_int("max_loras_per_batch", 8) or 0) if lora else 0,
+                 max_lora_rank=(_int("max_lora_rank", 64) or 0) if lora else 0, lora=lora,
+                 eagle_topk=_int("speculative_eagle_topk", None), num_steps=_int("speculative_num_steps", None))
+
+
+def spec_algorithm(name: str | None) -> str | None:
+    """The speculative algorithm that loads a draft model (None for ngram / none)."""
+    up = (name or "").upper()
+    return up if up in SPEC_ALGOS else None
+
+
+def _layer_params(shape: ModelShape) -> float:
+    """Parameters of one decoder layer of ``shape`` (attention + dense or MoE MLP, no embeddings)."""
+    h = shape.hidden_size
+    if shape.is_mla:
+        nope, rope, v = shape.qk_nope_head_dim or 0, shape.qk_rope_head_dim or 0, shape.v_head_dim
+        q_rank, kv_rank = shape.q_lora_rank, shape.kv_lora_rank or 0
+        attn = h * ((q_rank or 0) + kv_rank + rope) + shape.num_attention_heads * (
+            (q_rank or h) * (nope + rope) + kv_rank * (nope + v) + v * h)
+    else:
+        attn = h * shape.num_attention_heads * shape.head_dim * 2 + h * shape.num_kv_heads * shape.head_dim * 2
+    if shape.is_moe:
+        mlp = 3 * h * shape.moe_intermediate_size * (shape.n_routed_experts + shape.n_shared_experts)
+    else:
+        mlp = 3 * h * shape.intermediate_size
+    return float(attn + mlp)
+
+
+def _linear_bytes(shape: ModelShape) -> float:
+    from sglwrap.memory.weights import _linear_bytes as lb
+
+    return lb(shape, None)
+
+
+@dataclass(frozen=True)
+class Draft:
+    """The speculative draft model: its weights per rank, layers in the KV pool, and graph memory."""
+
+    algorithm: str
+    weights: Term
+    kv_layers: int
+    description: str
+
+
+def draft_model(shape: ModelShape, algorithm: str, draft_path: str | None, tp: int) -> Draft:
+    """Size the draft model ``algorithm`` loads next to ``shape`` (weights sharded by TP like the target)."""
+    from sglwrap.errors import SglwrapError
+
+    if draft_path:
+        try:
+            from sglwrap.memory.model import load_shape
+            from sglwrap.memory.weights import weights_for
+
+            dshape = load_shape(draft_path)
+        except SglwrapError:
+            dshape = None
+        if dshape is not None:
+            w = weights_for(dshape, tp=tp, attn_tp=tp, pp=1, online_quant=None)
+            shared = dshape.vocab_size * dshape.hidden_size * 2 / tp  # embedding shared with the target
+            own = max(0.0, w.per_rank_bytes - (shared if algorithm in ("EAGLE", "EAGLE3") else 0.0))
+            return Draft(algorithm, Term(int(own), int(0.05 * own), f"draft config {dshape.source} "
+                                         f"({dshape.num_layers} layer(s); embedding shared with the target)"),
+                         dshape.num_layers if algorithm != "STANDALONE" else dshape.num_layers,
+                         f"{algorithm} draft {dshape.name}")
+    h = shape.hidden_size
+    if algorithm in ("NEXTN", "MTP"):
+        params = _layer_params(shape) + 2 * h * h
+        size = params * _linear_bytes(shape) / tp
+        return Draft(algorithm, Term(int(size), int(0.15 * size),
+                                     "estimate: the target's MTP layer (one decoder layer + eh_proj)"),
+                     1, f"{algorithm}: one MTP layer of {shape.name}")
+    dense = _layer_params(shape)
+    if shape.is_moe:  # EAGLE drafts of MoE targets are dense Llama layers
+        dense = h * shape.num_attention_heads * shape.head_dim * 2 + h * shape.num_kv_heads * shape.head_dim * 2 \
+            + 3 * h * max(shape.intermediate_size, 2 * h)
+    fc = (3 if algorithm == "EAGLE3" else 2) * h * h
+    head = 32000 * h if algorithm == "EAGLE3" else 0
+    size = (dense + fc + head) * 2.0 / tp
+    return Draft(algorithm, Term(int(size), int(0.5 * size),
+                                 f"estimate (no draft config found): one dense layer of hidden {h} + fc"
+                                 + (" + a 32000-token lm_head" if head else "")),
+                 1, f"{algorithm} draft (estimated)")
+
+
+def draft_graphs(target_graphs: Term, algorithm: str) -> Term:
+    """Graphs the draft worker captures (draft decode, and draft extend for EAGLE): as large as the target's
+    decode graphs, ± all of it (no logged draft-capture memory in the corpus)."""
+    return Term(target_graphs.bytes, target_graphs.bytes + target_graphs.pm,
+                f"estimate: {algorithm} draft graphs ~ the target's decode graphs, unmeasured")
+
+
+def deepep_buffers(shape: ModelShape, extra: Extra, ep: int, env: Mapping[str, str]) -> Term:
+    """DeepEP + NVSHMEM device buffers for ``--moe-a2a-backend deepep`` (0 otherwise)."""
+    if extra.moe_a2a_backend != "deepep" or not shape.is_moe:
+        return exact(0, "no DeepEP")
+    tokens = int(env.get("SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK", "128") or 128)
+    mode = extra.deepep_mode
+    total = 0.0
+    parts = []
+    if mode in ("auto", "low_latency"):
+        msg = 2 * shape.hidden_size + 16
+        ll = 2 * 2 * shape.n_routed_experts * tokens * msg
+        total += ll
+        parts.append(f"low-latency RDMA 2 x 2 x {shape.n_routed_experts} experts x {tokens} tokens x {msg} B")
+    if mode in ("auto", "normal") and ep > 1:
+        total += 1 * GIB
+        parts.append("normal-mode NVLink buffer 1 GiB (assumed)")
+    total += 0.5 * GIB
+    parts.append("NVSHMEM start-up 0.5 GiB (assumed)")
+    return Term(int(total), int(0.5 * total), "; ".join(parts))
+
+
+def lora_buffers(shape: ModelShape, extra: Extra, tp: int) -> Term:
+    """LoRA A/B buffers for ``--max-loras-per-batch`` adapters of ``--max-lora-rank`` (0 without LoRA)."""
+    if not extra.lora or not extra.max_loras_per_batch or not extra.max_lora_rank:
+        return exact(0, "no LoRA")
+    h, r, n = shape.hidden_size, extra.max_lora_rank, extra.max_loras_per_batch
+    q = shape.num_attention_heads * shape.head_dim
+    kv = shape.num_kv_heads * shape.head_dim
+    inter = shape.intermediate_size
+    # A: (r x in) per module, B: (out x r) per module; q,k,v,o,gate,up,down
+    per_layer = r * (h * 3 + q + h * 2 + inter) + r * (q + 2 * kv + h + 2 * inter + h) / tp
+    size = per_layer * shape.num_layers * n * 2
+    return Term(int(size), int(0.25 * size), f"LoRA: {n} adapters x rank {r} x {shape.num_layers} layers (bf16)")

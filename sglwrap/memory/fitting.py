@@ -1,0 +1,200 @@
+"""Maintainer tool: fit the accountant's empirical terms on the corpus of real SGLang logs.
+
+``python -m sglwrap.memory.fitting tests/corpus/memory > sglwrap/data/memory/fits.json`` reads every case's
+``truth:`` (numbers copied from the log) and writes, for each term, the value, its ± (the largest absolute residual
+of the cases it was fitted on, never below a floor) and the ids of those cases. ``sglwrap.memory.fits`` reads the
+file at run time; nothing here runs when sglwrap plans.
+
+Terms (all GiB per rank):
+
+- ``overhead``: memory used before NCCL on an otherwise idle GPU (driver reserve + CUDA context + torch):
+  ``total - avail_before_weights - init_dist_mem``, per GPU family (compute capability).
+- ``nccl_fixed``: what NCCL/torch distributed init costs beyond the channel buffers the model of
+  ``sglwrap.memory.nccl`` computes for the default environment, per transport (NVLink/NVSwitch vs PCIe).
+- ``decode_graph``: the logged "Capture cuda graph end ... mem usage" as ``c0 + c1 x captured batch sizes``.
+- ``weights_extra``: what "Load weight end ... mem usage" holds beyond the weights computed from the config.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+# measured here, with its script: docs/data/h200_context_graph_probe.py (driver reserve + context, torch 2.11)
+H200_PROBE = "docs/data/h200_context_graph_run1.json"
+# measured here: shared/data/nccl_sweep_h200x2.json, cumem0_default (SGLang's NCCL_CUMEM_ENABLE=0), 2 ranks NVLink
+H200X2_NCCL_INIT_MIB = 994.0
+FLOOR = {"overhead": 0.15, "nccl_fixed": 0.10, "decode_graph": 0.10, "weights_extra": 0.05}
+
+
+def family(compute_capability: tuple[int, int] | None) -> str:
+    """GPU family from the compute capability: the part of the overhead that moves with the architecture."""
+    if compute_capability is None:
+        return "unknown"
+    return {(8, 0): "ampere-dc", (8, 6): "ampere", (8, 9): "ada", (9, 0): "hopper", (10, 0): "blackwell-dc",
+            (12, 0): "blackwell-rtx", (12, 1): "blackwell-gb10"}.get(tuple(compute_capability), "unknown")
+
+
+def _cases(corpus: Path) -> list[dict[str, Any]]:
+    import yaml
+
+    return [yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted(corpus.glob("*.yaml"))]
+
+
+def _gpu(case: Mapping[str, Any]) -> Any:
+    from sglwrap.host.catalogue import CATALOGUE
+
+    key = (case.get("gpu") or {}).get("catalogue")
+    return CATALOGUE.get(str(key).upper()) if key else None
+
+
+def _p_before(truth: Mapping[str, Any]) -> float | None:
+    p = truth.get("avail_before_weights_gb")
+    if p is None:
+        p = truth.get("avail_before_weights_gb_derived")
+    return None if p is None else float(p)
+
+
+def _spread(values: Iterable[float], mean: float, floor: float) -> float:
+    return round(max([floor] + [abs(v - mean) for v in values]), 3)
+
+
+def _channel_part_gib(interconnect: str, ranks: int) -> float:
+    """NCCL's channel buffers for SGLang's default environment (the model of sglwrap.memory.nccl)."""
+    from sglwrap.memory.nccl import NcclSettings, comm_cost
+
+    cost = comm_cost(NcclSettings.from_env({}, p2p_possible=True), ranks=ranks, interconnect=interconnect)
+    return cost.per_comm_bytes / GIB
+
+
+def fit_overhead(cases: list[dict[str, Any]], repo: Path) -> dict[str, Any]:
+    """Overhead before NCCL per family, from every case with the free memory before weights on a known GPU."""
+    points: dict[str, list[tuple[str, float]]] = {}
+    for c in cases:
+        gpu, truth = _gpu(c), c.get("truth") or {}
+        p = _p_before(truth)
+        init = truth.get("init_dist_mem_gb")
+        count = (c.get("gpu") or {}).get("count") or 1
+        if gpu is None or p is None or (init is None and count > 1 and "avail_before_torch_init_gb" not in truth):
+            continue
+        value = gpu.memory_mib / 1024 - p - float(init or 0.0)
+        points.setdefault(family(gpu.compute_capability), []).append((c["id"], round(value, 3)))
+    for c in cases:  # the old log format prints the free memory before torch.distributed init
+        gpu, truth = _gpu(c), c.get("truth") or {}
+        if gpu is not None and truth.get("avail_before_torch_init_gb") is not None:
+            value = gpu.memory_mib / 1024 - float(truth["avail_before_torch_init_gb"])
+            points.setdefault(family(gpu.compute_capability), []).append((c["id"], round(value, 3)))
+    probe = repo / H200_PROBE
+    if probe.is_file():
+        d = json.loads(probe.read_text(encoding="utf-8"))
+        value = (d["smi_before"]["total_mib"] - d["free_after_first_tensor_mib"]) / 1024
+        points.setdefault("hopper", []).append((f"{H200_PROBE} (1x H200 measured)", round(value, 3)))
+    out: dict[str, Any] = {}
+    every = [v for pts in points.values() for _, v in pts]
+    mean_all = sum(every) / len(every)
+    all_pm = _spread(every, mean_all, FLOOR["overhead"])
+    for fam, pts in sorted(points.items()):
+        vals = [v for _, v in pts]
+        mean = sum(vals) / len(vals)
+        pm = _spread(vals, mean, FLOOR["overhead"]) if len(vals) > 1 else all_pm
+        out[fam] = {"gib": round(mean, 3), "pm_gib": pm, "cases": [{"id": i, "gib": v} for i, v in pts]}
+    out["default"] = {"gib": round(mean_all, 3), "pm_gib": all_pm, "cases": "every case above"}
+    return out
+
+
+def fit_nccl(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """NCCL at init beyond the channel model, per transport, from "Init torch distributed ends. mem usage"."""
+    points: dict[str, list[tuple[str, float, float]]] = {"nvlink": [], "pcie": []}
+    for c in cases:
+        gpu, truth = _gpu(c), c.get("truth") or {}
+        count = (c.get("gpu") or {}).get("count") or 1
+        init = truth.get("init_dist_mem_gb")
+        if gpu is None or init is None or count < 2:
+            continue
+        transport = "nvlink" if gpu.interconnect == "nvswitch" else "pcie"
+        model = _channel_part_gib("nvswitch" if transport == "nvlink" else "pcie", count)
+        points[transport].append((c["id"], float(init), round(float(init) - model, 3)))
+    points["nvlink"].append(("shared/data/nccl_sweep_h200x2.json cumem0_default (2x H200 measured)",
+                             H200X2_NCCL_INIT_MIB / 1024,
+                             round(H200X2_NCCL_INIT_MIB / 1024 - _channel_part_gib("nvlink", 2), 3)))
+    out: dict[str, Any] = {}
+    for transport, pts in points.items():
+        fixed = [f for _, _, f in pts]
+        mean = sum(fixed) / len(fixed)
+        out[transport] = {"fixed_gib": round(mean, 3), "pm_gib": _spread(fixed, mean, FLOOR["nccl_fixed"]),
+                          "cases": [{"id": i, "logged_gib": round(v, 3), "fixed_gib": f} for i, v, f in pts]}
+    return out
+
+
+def fit_decode_graph(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Least squares of the logged decode-graph memory on the number of captured batch sizes."""
+    pts: list[tuple[str, int, float]] = []
+    excluded: list[dict[str, str]] = []
+    for c in cases:
+        truth = c.get("truth") or {}
+        mem, n = truth.get("cuda_graph_mem_gb"), truth.get("cuda_graph_batch_sizes_count")
+        if mem is None:
+            continue
+        if n is None or "unified" in str(c.get("gpu")) or "WSL" in str((c.get("gpu") or {}).get("name")):
+            excluded.append({"id": c["id"], "why": "no batch-size list in the log, or WSL/unified memory "
+                                                   "(free memory not reported faithfully)"})
+            continue
+        pts.append((c["id"], int(n), float(mem)))
+    xs, ys = [float(n) for _, n, _ in pts], [m for _, _, m in pts]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / max(1e-9, sum((x - mx) ** 2 for x in xs))
+    c0 = my - slope * mx
+    resid = [y - (c0 + slope * x) for x, y in zip(xs, ys)]
+    return {"c0_gib": round(c0, 4), "per_size_gib": round(slope, 5),
+            "pm_gib": round(max([FLOOR["decode_graph"]] + [abs(r) for r in resid]), 3),
+            "cases": [{"id": i, "sizes": n, "logged_gib": m, "residual_gib": round(r, 3)}
+                      for (i, n, m), r in zip(pts, resid)],
+            "excluded": excluded}
+
+
+def fit_weights_extra(cases: list[dict[str, Any]], repo: Path) -> dict[str, Any]:
+    """Logged weight memory minus the weights computed from the config (non-parameter buffers, padding)."""
+    from sglwrap.memory.model import load_shape
+    from sglwrap.memory.weights import weights_for
+
+    pts: list[tuple[str, float, float]] = []
+    for c in cases:
+        truth, argv = c.get("truth") or {}, c.get("argv") or []
+        w = truth.get("weight_mem_gb")
+        model = c.get("model_config")
+        if w is None or not model:
+            continue
+        tp = int(argv[argv.index("--tp") + 1]) if "--tp" in argv else 1
+        shape = load_shape(str(repo / model) if "/" in str(model) else str(model))
+        pred = weights_for(shape, tp=tp, attn_tp=tp, pp=1, online_quant=None).per_rank_bytes / GIB
+        pts.append((c["id"], float(w), round(float(w) - pred, 3)))
+    extra = [e for _, _, e in pts]
+    mean = sum(extra) / len(extra) if extra else 0.0
+    return {"gib": round(mean, 3), "pm_gib": _spread(extra, mean, FLOOR["weights_extra"]),
+            "cases": [{"id": i, "logged_gib": w, "extra_gib": e} for i, w, e in pts]}
+
+
+def fit_all(corpus: Path, repo: Path) -> dict[str, Any]:
+    """Every fit, with the cases it used."""
+    cases = _cases(corpus)
+    return {"schema": 1, "generated_by": "python -m sglwrap.memory.fitting tests/corpus/memory",
+            "corpus_cases": len(cases), "overhead": fit_overhead(cases, repo), "nccl": fit_nccl(cases),
+            "decode_graph": fit_decode_graph(cases), "weights_extra": fit_weights_extra(cases, repo)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print fits.json for the corpus directory given (default tests/corpus/memory)."""
+    args = sys.argv[1:] if argv is None else argv
+    repo = Path(__file__).resolve().parents[2]
+    corpus = Path(args[0]) if args else repo / "tests" / "corpus" / "memory"
+    sys.stdout.write(json.dumps(fit_all(corpus, repo), indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -2,7 +2,8 @@
 
 Search order for ``NAME.yaml``: each directory of ``$SGLWRAP_PROFILE_PATH`` (colon-separated),
 ``~/.config/sglwrap/profiles``, ``/etc/sglwrap/profiles``, then the built-ins shipped with sglwrap.
-A profile that ``extends`` its own name inherits from the next file of that name on the path.
+The file name is the profile's name (``name:`` may repeat it, never differ). A profile that ``extends`` its own name
+inherits from the next file of that name on the path.
 """
 
 from __future__ import annotations
@@ -95,40 +96,95 @@ def builtin_dir() -> Path:
     return pkg / "_profiles"
 
 
-def search_path(environ: Mapping[str, str] | None = None) -> list[Path]:
-    """Profile directories in lookup order."""
+def search_dirs(environ: Mapping[str, str] | None = None) -> list[tuple[Path, str]]:
+    """Profile directories in lookup order, each with where it comes from (for people: ``profiles list``)."""
     env = os.environ if environ is None else environ
-    dirs = [Path(p).expanduser() for p in env.get("SGLWRAP_PROFILE_PATH", "").split(":") if p]
+    dirs = [(Path(p).expanduser(), "$SGLWRAP_PROFILE_PATH")
+            for p in env.get("SGLWRAP_PROFILE_PATH", "").split(":") if p]
     home = env.get("HOME")
     xdg = env.get("XDG_CONFIG_HOME") or (f"{home}/.config" if home else None)
     if xdg:
-        dirs.append(Path(xdg) / "sglwrap" / "profiles")
-    dirs.append(Path(env.get("SGLWRAP_SYSTEM_PROFILE_DIR", "/etc/sglwrap/profiles")))
-    dirs.append(builtin_dir())
+        dirs.append((Path(xdg) / "sglwrap" / "profiles", "user"))
+    dirs.append((Path(env.get("SGLWRAP_SYSTEM_PROFILE_DIR", "/etc/sglwrap/profiles")), "/etc"))
+    dirs.append((builtin_dir(), "built-in"))
     return dirs
 
 
+def search_path(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Profile directories in lookup order."""
+    return [d for d, _ in search_dirs(environ)]
+
+
+def file_problem(path: Path) -> str | None:
+    """Why ``path`` (found by name on the search path) cannot be a profile file, or None when it is a file."""
+    if path.is_symlink() and not path.exists():
+        return f"{path}: a symlink to {os.readlink(path)}, which does not exist"
+    if path.is_dir():
+        return f"{path}: a directory, not a profile file (a profile is one YAML file)"
+    if path.exists() and not path.is_file():
+        return f"{path}: not a regular file"
+    return None
+
+
 def _candidates(name: str, dirs: list[Path]) -> list[Path]:
-    out = []
+    """The files named ``name`` on the path, in order; a directory or a dangling symlink of that name is an error
+    (it would otherwise be skipped silently and a profile further down the path used instead)."""
+    out: list[Path] = []
     for d in dirs:
         for ext in (".yaml", ".yml"):
             p = d / f"{name}{ext}"
+            problem = file_problem(p)
+            if problem is not None:
+                if not out:
+                    raise ProfileError(problem)
+                return out  # what lies past a broken entry is not reachable by name either
             if p.is_file():
                 out.append(p)
                 break
     return out
 
 
-def list_profiles(environ: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
-    """Every profile name visible on the search path with the file that wins."""
-    seen: dict[str, Path] = {}
-    for d in search_path(environ):
-        if not d.is_dir():
+@dataclass(frozen=True)
+class ListedProfile:
+    """One name on the search path: the file that wins, where it comes from, and the profile or why it is broken."""
+
+    name: str
+    path: Path
+    source: str  # "$SGLWRAP_PROFILE_PATH", "user", "/etc", "built-in"
+    profile: Profile | None = None
+    error: str | None = None
+
+
+def _entries(environ: Mapping[str, str] | None) -> list[tuple[str, Path, str]]:
+    seen: dict[str, tuple[Path, str]] = {}
+    for d, source in search_dirs(environ):
+        try:
+            files = sorted(d.iterdir()) if d.is_dir() else []
+        except OSError:
             continue
-        for p in sorted(d.iterdir()):
+        for p in files:
             if p.suffix in (".yaml", ".yml") and p.stem not in seen:
-                seen[p.stem] = p
-    return sorted(seen.items())
+                seen[p.stem] = (p, source)
+    return [(name, p, source) for name, (p, source) in sorted(seen.items())]
+
+
+def list_profiles(environ: Mapping[str, str] | None = None) -> list[tuple[str, Path]]:
+    """Every profile name visible on the search path with the file that wins (broken ones included)."""
+    return [(name, p) for name, p, _ in _entries(environ)]
+
+
+def scan_profiles(environ: Mapping[str, str] | None = None) -> list[ListedProfile]:
+    """Every name on the search path, loaded: each entry holds its profile, or the one-line reason it is broken."""
+    out: list[ListedProfile] = []
+    for name, path, source in _entries(environ):
+        try:
+            problem = file_problem(path)
+            if problem is not None:
+                raise ProfileError(problem)
+            out.append(ListedProfile(name, path, source, profile=load_profile(str(path), environ)))
+        except ProfileError as e:
+            out.append(ListedProfile(name, path, source, error=e.message))
+    return out
 
 
 def find_profile(name: str, environ: Mapping[str, str] | None = None, after: Path | None = None) -> Path:
@@ -160,6 +216,9 @@ def load_profile(name_or_path: str, environ: Mapping[str, str] | None = None) ->
     """Resolve a profile by name (search path) or by file path, with inheritance, fully validated."""
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
         path = Path(name_or_path).expanduser()
+        problem = file_problem(path)
+        if problem is not None:
+            raise ProfileError(problem)
         if not path.is_file():
             raise ProfileError(f"{path}: no such profile file")
     else:
@@ -184,8 +243,19 @@ def _load_chain(path: Path, environ: Mapping[str, str] | None) -> list[tuple[Pat
             current = None
         else:
             same = parent == current.stem
+            if same and not _candidates_after(current, environ):
+                raise ProfileError(
+                    f"{current}: 'extends: {parent}' names this profile itself, and no other {parent}.yaml follows it "
+                    f"on the search path ({', '.join(str(d) for d in search_path(environ))}); an 'extends' of its own "
+                    "name inherits from the next file of that name. Extend another profile or remove 'extends'")
             current = find_profile(parent, environ, after=current if same else None)
     return chain
+
+
+def _candidates_after(path: Path, environ: Mapping[str, str] | None) -> list[Path]:
+    found = [p.resolve() for p in _candidates(path.stem, search_path(environ))]
+    here = path.resolve()
+    return found[found.index(here) + 1:] if here in found else found
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -214,8 +284,11 @@ def _validate_top(path: Path, data: dict[str, Any]) -> None:
         if key not in TOP_KEYS:
             raise ProfileError(_unknown(path, str(key), None, TOP_KEYS, "top-level key"))
     name = data.get("name")
+    if name is None:
+        name = path.stem  # optional: the file name is the name
     if not isinstance(name, str) or name != path.stem:
-        raise ProfileError(f"{path}: key 'name': {name!r} must be a string equal to the file name ({path.stem!r})")
+        raise ProfileError(f"{path}: key 'name': {name!r} differs from the file name {path.stem!r}; the file name is "
+                           f"the profile's name: remove 'name:' or rename the file to {name}{path.suffix}")
     desc = data.get("description")
     if not isinstance(desc, str) or not desc.strip():
         raise ProfileError(f"{path}: key 'description': required, a non-empty string saying when to use "
@@ -261,7 +334,7 @@ def _merge(chain: list[tuple[Path, dict[str, Any]]]) -> Profile:
             features[str(key)] = _feature_mode(path, str(key), mode)
     top_path, top = chain[0]
     return Profile(
-        name=top["name"],
+        name=top.get("name") or top_path.stem,
         description=top["description"].strip(),
         evidence=tuple(top.get("evidence", [])),
         env=env,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,8 @@ BAD = [
                  id="bad-feature-mode"),
     pytest.param("name: bad\ndescription: x\nfeatures:\n  symmetric_memory: prefer\n",
                  ["key 'features.symmetric_memory'", "unknown feature"], id="unknown-feature"),
-    pytest.param("name: other\ndescription: x\n", ["key 'name'", "equal to the file name ('bad')"], id="name-mismatch"),
+    pytest.param("name: other\ndescription: x\n", ["key 'name'", "'other' differs from the file name 'bad'",
+                                                   "rename the file to other.yaml"], id="name-mismatch"),
     pytest.param("name: bad\n", ["key 'description'", "required"], id="missing-description"),
     pytest.param("name: bad\ndescription: x\nenv: [NCCL_MIN_NCHANNELS]\n", ["key 'env'", "must be a mapping"],
                  id="env-not-mapping"),
@@ -203,3 +205,88 @@ def test_profile_error_is_a_profile_error_type(tmp_path: Path) -> None:
     path = write(tmp_path, "bad", "name: bad\ndescription: x\nenv:\n  NCCL_PROTO: ll128\n")
     with pytest.raises(ProfileError):
         load_profile(str(path))
+
+
+def test_name_is_optional_the_file_name_is_the_name(tmp_path: Path) -> None:
+    path = write(tmp_path, "nameless", "description: no name key\nextends: fewchan\n")
+    prof = load_profile(str(path))
+    assert prof.name == "nameless" and prof.env["NCCL_MAX_NCHANNELS"].value == "2"
+
+
+def list_cli(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    rc = main(["profiles", "list", *extra])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_list_names_each_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_env: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    first = tmp_path / "first"
+    write(first, "frompath", "description: from the path\n")
+    write(isolated_env / ".config" / "sglwrap" / "profiles", "fromuser", "description: from the user dir\n")
+    write(tmp_path / "etc-sglwrap-profiles", "frometc", "description: from etc\n")
+    monkeypatch.setenv("SGLWRAP_PROFILE_PATH", str(first))
+    rc, out, err = list_cli(capsys)
+    assert rc == 0 and err == ""
+    lines = {ln.split()[0]: ln for ln in out.splitlines()}
+    assert set(BUILTINS) | {"frompath", "fromuser", "frometc"} <= set(lines)
+    assert all("built-in" in lines[b] for b in BUILTINS)
+    assert "$SGLWRAP_PROFILE_PATH" in lines["frompath"] and str(first) in lines["frompath"]
+    assert "user" in lines["fromuser"] and ".config/sglwrap/profiles" in lines["fromuser"]
+    assert str(tmp_path / "etc-sglwrap-profiles") in lines["frometc"]
+    rc, out, _ = list_cli(capsys, "--json")
+    doc = json.loads(out)
+    assert {r["name"]: r["source"] for r in doc["profiles"]}["frometc"] == "/etc"
+    assert doc["broken"] == []
+
+
+def test_list_shows_the_good_ones_and_one_line_per_broken_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "mine"
+    write(d, "good", "description: fine\n")
+    bad1 = write(d, "bad1", "description: x\nenv:\n  NCCL_BUFFSIZE: 4M\n")
+    bad2 = write(d, "bad2", "name: other\ndescription: x\n")
+    (d / "dir.yaml").mkdir()
+    monkeypatch.setenv("SGLWRAP_PROFILE_PATH", str(d))
+    rc, out, err = list_cli(capsys)
+    assert rc == 78
+    names = [ln.split()[0] for ln in out.splitlines()]
+    assert "good" in names and set(BUILTINS) <= set(names)
+    assert not {"bad1", "bad2", "dir"} & set(names)
+    lines = err.splitlines()
+    assert len(lines) == 3, err
+    assert any(str(bad1) in ln and "NCCL_BUFFSIZE" in ln for ln in lines)
+    assert any(str(bad2) in ln and "'other'" in ln for ln in lines)
+    assert any(str(d / "dir.yaml") in ln and "directory" in ln for ln in lines)
+    rc, out, _ = list_cli(capsys, "--json")
+    doc = json.loads(out)
+    assert rc == 78 and sorted(b["name"] for b in doc["broken"]) == ["bad1", "bad2", "dir"]
+
+
+def test_a_directory_where_a_profile_should_be_is_named_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "b20.yaml").mkdir()
+    monkeypatch.setenv("SGLWRAP_PROFILE_PATH", str(tmp_path))
+    assert main(["profiles", "show", "b20"]) == 78
+    err = capsys.readouterr().err
+    assert "a directory" in err and str(tmp_path / "b20.yaml") in err and "Did you mean" not in err
+
+
+def test_a_dangling_symlink_is_named_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "b20.yaml").symlink_to(tmp_path / "gone.yaml")
+    monkeypatch.setenv("SGLWRAP_PROFILE_PATH", str(tmp_path))
+    assert main(["profiles", "show", "b20"]) == 78
+    err = capsys.readouterr().err
+    assert "symlink" in err and str(tmp_path / "gone.yaml") in err and "does not exist" in err
+    assert main(["profiles", "show", str(tmp_path / "b20.yaml")]) == 78
+    assert "symlink" in capsys.readouterr().err
+
+
+def test_a_profile_extending_itself_with_nothing_below_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, "b20", "description: x\nextends: b20\n")
+    monkeypatch.setenv("SGLWRAP_PROFILE_PATH", str(tmp_path))
+    assert main(["profiles", "show", "b20"]) == 78
+    err = capsys.readouterr().err
+    assert "names this profile itself" in err and "Did you mean" not in err

@@ -7,8 +7,9 @@ import sys
 from typing import Any
 
 from sglwrap import envvars
+from sglwrap.errors import EXIT_CONFIG
 from sglwrap.inject import render_sitecustomize
-from sglwrap.profiles import list_profiles, load_profile
+from sglwrap.profiles import ListedProfile, load_profile, scan_profiles
 from sglwrap.settings import FEATURES, SETTINGS
 
 
@@ -37,19 +38,49 @@ def run(args: Any) -> int:
     return 0
 
 
+def _where(entry: ListedProfile) -> str:
+    """The source column: built-in, or the directory (with how it got on the path)."""
+    if entry.source == "built-in":
+        return "built-in"
+    d = str(entry.path.parent)
+    return {"user": f"user {d}", "/etc": d}.get(entry.source, f"{entry.source} {d}")
+
+
 def _list(as_json: bool) -> int:
+    """Every good profile with its hash and source on stdout; each broken file on its own line on stderr (78)."""
+    from sglwrap import term
+
+    entries = scan_profiles()
+    good = [e for e in entries if e.profile is not None]
+    broken = [e for e in entries if e.profile is None]
     rows = []
-    for name, path in list_profiles():
-        prof = load_profile(str(path)) if path.stem == name else load_profile(name)
-        first = prof.description.split(". ")[0].rstrip(".")
-        rows.append({"name": name, "hash": prof.hash, "file": str(path), "summary": first})
+    for e in good:
+        assert e.profile is not None
+        first = e.profile.description.split(". ")[0].rstrip(".")
+        rows.append({"name": e.name, "hash": e.profile.hash, "file": str(e.path), "source": e.source,
+                     "where": _where(e), "summary": first})
     if as_json:
-        sys.stdout.write(json.dumps({"profiles": rows}, indent=1) + "\n")
-        return 0
-    width = max((len(r["name"]) for r in rows), default=4)
-    for r in rows:
-        sys.stdout.write(f"{r['name']:<{width}}  {r['hash'][:12]}  {r['summary']}\n")
-    return 0
+        doc = {"profiles": rows,
+               "broken": [{"name": e.name, "file": str(e.path), "source": e.source, "error": e.error}
+                          for e in broken]}
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+    else:
+        import textwrap
+
+        width = max((len(r["name"]) for r in rows), default=4)
+        where = max((len(r["where"]) for r in rows), default=6)
+        cols = term.wrap_width(sys.stdout)
+        text = []
+        for r in rows:
+            head = f"{r['name']:<{width}}  {r['hash'][:12]}  {r['where']:<{where}}  "
+            body = (textwrap.wrap(r["summary"], max(cols - len(head), 30), break_long_words=False,
+                                  break_on_hyphens=False) if cols
+                    else [r["summary"]]) or [""]
+            text += [head + body[0], *(" " * len(head) + b for b in body[1:])]
+        term.report("\n".join(text) + "\n")
+    for e in broken:
+        term.note(f"sglwrap: error: {e.error}")
+    return EXIT_CONFIG if broken else 0
 
 
 def _show(name: str, as_json: bool) -> int:

@@ -12,17 +12,20 @@ from typing import Any
 
 from sglwrap.host.facts import HostFacts
 from sglwrap.memory.args import ServerArgs, parse_server_args
-from sglwrap.memory.budget import Budget, Observed, compute
+from sglwrap.memory.budget import Budget, Observed, Terms, compute
 from sglwrap.memory.cells import Cell, cell_bytes
-from sglwrap.memory.defaults import resolve
-from sglwrap.memory.explain import Verdict, explain
+from sglwrap.memory.defaults import Resolved, resolve
+from sglwrap.memory.extras import (Draft, Extra, capture_sizes, deepep_buffers, draft_graphs, draft_model,
+                                   lora_buffers, read_extra, sharding_for, spec_algorithm)
+from sglwrap.memory.explain import SURE_FAILURES, Verdict, explain
 from sglwrap.memory.model import ModelShape, load_shape
 from sglwrap.memory.nccl import NcclCost, NcclSettings, comm_cost
 from sglwrap.memory.swa import DEFAULT_SWA_FULL_TOKENS_RATIO
 from sglwrap.memory.weights import Weights, weights_for
+from sglwrap.sglang.cmdline import SglangCmdline
 
 SCHEMA_VERSION = 1
-EXIT_FITS, EXIT_OOM = 0, 78
+EXIT_FITS, EXIT_RISK, EXIT_OOM = 0, 1, 78
 __all__ = ["MemoryPlan", "Observed", "plan"]
 
 
@@ -52,23 +55,16 @@ class MemoryPlan:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_FITS if self.verdict == "fits" else EXIT_OOM
+        """0 for fits and fits_tight (a warning), 1 for graph_oom_risk, 78 for a failure the numbers are sure of."""
+        if self.verdict in SURE_FAILURES:
+            return EXIT_OOM
+        return EXIT_RISK if self.verdict == "graph_oom_risk" else EXIT_FITS
 
     @property
     def blocks_launch(self) -> bool:
-        """Whether a launch should be stopped: only a failure before serving that the numbers are sure of.
-
-        ``graph_oom_risk`` rests on a rough graph/activation estimate, and a weight size guessed from the parameter
-        count can be off by the checkpoint's packing; blocking on those could stop a launch that plain SGLang would
-        have run, so they warn unless the deficit exceeds a tenth of the weights.
-        """
-        if self.verdict not in ("kv_pool_oom", "weights_dont_fit"):
-            return False
-        b = self.budget
-        if not b.w_source.startswith("params"):
-            return True
-        deficit = b.weights - b.static_limit
-        return deficit > 0.10 * b.weights
+        """Whether a launch should be stopped: only a failure before serving that the numbers are sure of (each
+        term's ± from its fit is already in the verdict: a deficit within it is ``fits_tight``)."""
+        return self.verdict in SURE_FAILURES
 
     def _swa_dict(self) -> dict[str, Any] | None:
         """The hybrid SWA split (None for an ordinary pool)."""
@@ -129,7 +125,13 @@ class MemoryPlan:
                 "req_to_token": b.req_to_token, "decode_graphs": b.decode_graphs,
                 "prefill_graphs": b.prefill_graphs, "activations": b.activations, "nccl_late": b.nccl_late,
                 "symm_mem": b.symm_mem, "runtime_need": b.runtime_need, "runtime_free": b.runtime_free,
+                "overhead_before_nccl": b.overhead, "draft_weights": b.draft_weights,
+                "draft_graphs": b.draft_graphs, "deepep_buffers": b.deepep, "lora_buffers": b.lora,
             },
+            "uncertainty": {"pre_weights_free": b.p_pm, "weights": b.w_pm, "kv_budget": b.kv_pm,
+                            "kv_tokens": b.kv_tokens_pm, "slack": b.slack_pm, "runtime_need": b.need_pm,
+                            "runtime_margin": b.margin_pm},
+            "term_sources": dict(b.term_sources),
             "nccl": {"formula": self.nccl.formula, "coll_channels": self.nccl.coll_channels,
                      "p2p_channels": self.nccl.p2p_channels, "per_communicator": self.nccl.per_comm_bytes,
                      "process_fixed": self.nccl.process_fixed_bytes},
@@ -171,14 +173,16 @@ def _other_processes(facts: HostFacts, n: int) -> int:
     return worst
 
 
-def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence[str], *,
-         sglang_version: str | None, profile_sglang: Mapping[str, object] | None = None,
-         observed: Observed | None = None) -> MemoryPlan:
+def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence[str] | SglangCmdline, *,
+         sglang_version: str | None = None, profile_sglang: Mapping[str, object] | None = None,
+         observed: Observed | None = None, search_fix: bool = True) -> MemoryPlan:
     """Predict the budget of ``python -m sglang.launch_server <sglang_argv>`` on ``facts``' GPUs with the
     profile's environment. Pure apart from reading the model's config.json (and index) from disk."""
     from sglwrap.errors import UsageError
 
     args = parse_server_args(sglang_argv, version=sglang_version, profile_sglang=profile_sglang)
+    if sglang_version is None and not isinstance(sglang_argv, (list, tuple)):
+        sglang_version = sglang_argv.version  # a SglangCmdline knows its release
     if args.gpus > facts.gpu_count:
         raise UsageError(f"--tp-size {args.tp_size} x --pp-size {args.pp_size} needs {args.gpus} GPUs; "
                          f"the host has {facts.gpu_count} ({facts.source})")
@@ -192,30 +196,173 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     profile_mfs = None
     if profile_sglang and "mem_fraction_static" in profile_sglang:
         profile_mfs = float(profile_sglang["mem_fraction_static"])  # type: ignore[arg-type]
-    resolved = resolve(args, shape, gpu_total / (1 << 20), profile_mfs=profile_mfs)
-    draft = 1 if args.speculative_algorithm and args.speculative_algorithm.upper() in ("EAGLE", "EAGLE3", "MTP",
-                                                                                        "NEXTN") else 0
+    resolved = _resolved(args, shape, gpu_total, profile_mfs, sglang_version)
+    extra = read_extra(sglang_argv, sglang_version)
+    algo = spec_algorithm(args.speculative_algorithm)
+    draft = draft_model(shape, algo, args.speculative_draft_model_path, args.tp_size) if algo else None
     hybrid_swa = shape.swa is not None and not args.disable_hybrid_swa_memory  # model_config.py:1215-1218
     swa_ratio = (args.swa_full_tokens_ratio or DEFAULT_SWA_FULL_TOKENS_RATIO) if hybrid_swa else None
     cell = cell_bytes(shape, attn_tp=args.attn_tp_size, pp=args.pp_size, kv_cache_dtype=args.kv_cache_dtype,
-                      draft_layers=draft, swa_ratio=swa_ratio, mamba_ssm_dtype=args.mamba_ssm_dtype, env=env)
+                      draft_layers=draft.kv_layers if draft else 0, swa_ratio=swa_ratio,
+                      mamba_ssm_dtype=args.mamba_ssm_dtype, env=env)
     online = args.quantization if args.quantization and shape.quant_method is None else None
-    weights = weights_for(shape, tp=args.tp_size, attn_tp=args.attn_tp_size, pp=args.pp_size, online_quant=online)
+    weights = weights_for(shape, tp=args.tp_size, attn_tp=args.attn_tp_size, pp=args.pp_size, online_quant=online,
+                          sharding=sharding_for(shape, extra, args.tp_size, args.attn_tp_size))
+    terms = _terms(facts, interconnect, shape, args, resolved, weights, draft, extra, env, sglang_version)
     budget = compute(shape=shape, args=args, resolved=resolved, cell=cell, weights=weights, gpu_total=gpu_total,
                      other_processes=_other_processes(facts, len(gpus)), nccl=nccl, p2p=p2p,
-                     observed=observed or Observed())
+                     observed=observed or Observed(), terms=terms)
+    notes = list(budget.notes)
     if shape.unmodelled_hybrid:
+        notes.append(f"{shape.architecture} is a linear-attention hybrid whose state pool this accountant does not "
+                     f"model: every layer is sized as full attention and no state pool is reserved (the KV token "
+                     f"count is off).")
+    if _is_rocm(facts):
+        notes.append("AMD/ROCm GPUs are not modelled: the overhead, NCCL (RCCL) and graph terms are NVIDIA fits; "
+                     "feed the logged free memory back with --avail-before-weights-gib / --weights-gib.")
+    if notes != list(budget.notes):
         from dataclasses import replace
 
-        budget = replace(budget, notes=budget.notes + (
-            f"{shape.architecture} is a linear-attention hybrid whose state pool this accountant does not model: "
-            f"every layer is sized as full attention and no state pool is reserved (the KV token count is off).",))
+        budget = replace(budget, notes=tuple(notes))
     graph_flag = "--cuda-graph-max-bs-decode" if (sglang_version is None or
                                                  _newer(sglang_version)) else "--cuda-graph-max-bs"
+    fix = None
+    if search_fix:
+        from sglwrap.memory.explain import classify
+
+        if classify(budget) not in ("fits", "fits_tight"):
+            fix = _replanned_fix(facts, profile_env, sglang_argv, sglang_version, profile_sglang, observed, budget,
+                                 args, graph_flag, classify(budget))
     verdict = explain(budget, version=sglang_version, tp=args.tp_size, graph_flag=graph_flag,
-                      swa_fix=_swa_ratio_fix(cell, budget, args) if budget.swa_error else None)
+                      swa_fix=_swa_ratio_fix(cell, budget, args) if budget.swa_error else None, fix=fix)
     return MemoryPlan(shape, args, cell, weights, nccl, budget, verdict, sglang_version, facts.gpus[0].name,
                       interconnect, env)
+
+
+def _is_rocm(facts: HostFacts) -> bool:
+    name = facts.gpus[0].name.upper() if facts.gpus else ""
+    return "AMD" in name or "INSTINCT" in name or "RADEON" in name
+
+
+def _resolved(args: ServerArgs, shape: ModelShape, gpu_total: int, profile_mfs: float | None,
+              version: str | None) -> Resolved:
+    """SGLang's defaults for this release: ``sglwrap.sglang.resolved`` when it is there, else 0.5.23's rules with
+    the release's prefill-graph default (breakable prefill graphs are not on before 0.5.20: assumed)."""
+    from dataclasses import replace
+
+    from sglwrap.memory.explain import _vkey
+
+    resolved = resolve(args, shape, gpu_total / (1 << 20), profile_mfs=profile_mfs)
+    try:
+        from sglwrap.sglang import resolved as rs  # type: ignore[attr-defined]
+    except ImportError:
+        rs = None
+    if rs is not None and hasattr(rs, "resolve_server_args"):
+        try:
+            r = rs.resolve_server_args(args, version, gpu_total / (1 << 20), shape)
+            mfs = getattr(r, "mem_fraction_static", None)
+            resolved = replace(
+                resolved,
+                chunked_prefill_size=int(getattr(r, "chunked_prefill_size", resolved.chunked_prefill_size)),
+                decode_max_bs=int(getattr(r, "cuda_graph_max_bs", resolved.decode_max_bs) or 0),
+                mem_fraction_static=float(mfs) if args.mem_fraction_static is None and profile_mfs is None
+                and mfs is not None else resolved.mem_fraction_static)
+        except Exception:  # noqa: BLE001 - the other engineer's resolver is new; 0.5.23's rules stay the fallback
+            pass
+    if args.prefill_graph and _vkey(version) < (0, 5, 20) and version is not None:
+        resolved = replace(resolved, prefill_graph_sizes=0)
+    return resolved
+
+
+def _terms(facts: HostFacts, interconnect: str, shape: ModelShape, args: ServerArgs, resolved: Resolved,
+           weights: Weights, draft: Draft | None, extra: Extra, env: Mapping[str, str],
+           version: str | None) -> Terms:
+    """The fitted and modelled terms of this launch (``fits``, ``extras``)."""
+    from sglwrap.memory import fits
+    from sglwrap.memory.explain import _vkey
+
+    cc = facts.gpus[0].compute_capability if facts.gpus else None
+    n_sizes = len(capture_sizes(resolved.decode_max_bs, version)) if args.decode_graph else 0
+    graphs = fits.decode_graphs(n_sizes)
+    params_based = weights.source.startswith("params")
+    return Terms(
+        overhead=fits.overhead(cc), nccl_init=fits.nccl_fixed(interconnect), decode_graphs=graphs,
+        weights_extra=fits.weights_extra(), weights_rel_pm=0.03 if params_based else 0.01,
+        draft_weights=draft.weights if draft else fits.exact(0, "no draft model"),
+        draft_in_weights=version is None or _vkey(version) >= (0, 5, 14),
+        draft_graphs=draft_graphs(graphs, draft.algorithm) if draft else fits.exact(0, "no draft model"),
+        deepep=deepep_buffers(shape, extra, max(args.ep_size, args.tp_size), env),
+        lora=lora_buffers(shape, extra, args.tp_size))
+
+
+def _argv_list(sglang_argv: object) -> list[str] | None:
+    if isinstance(sglang_argv, (list, tuple)):
+        return [str(a) for a in sglang_argv]
+    argv = getattr(sglang_argv, "argv", None)
+    return [str(a) for a in argv] if isinstance(argv, (list, tuple)) else None
+
+
+def _with_flag(argv: list[str], flag: str, value: str, aliases: tuple[str, ...] = ()) -> list[str]:
+    """``argv`` with ``flag value`` set (replacing the flag or one of its spellings when present)."""
+    out = list(argv)
+    for name in (flag, *aliases):
+        if name in out:
+            i = out.index(name)
+            if i + 1 < len(out):
+                out[i] = flag
+                out[i + 1] = value
+                return out
+        for j, a in enumerate(out):
+            if a.startswith(name + "="):
+                out[j] = f"{flag}={value}"
+                return out
+    return out + [flag, value]
+
+
+def _replanned_fix(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: object, version: str | None,
+                   profile_sglang: Mapping[str, object] | None, observed: Observed | None, b: Budget,
+                   args: ServerArgs, graph_flag: str, kind: str) -> str | None:
+    """The first single change that re-plans to ``fits`` on this host, said with the re-planned numbers; None
+    when no candidate does. Candidates stay in each flag's range: 0 < f < 1, TP within the host's GPUs."""
+    from sglwrap.errors import SglwrapError
+
+    argv = _argv_list(sglang_argv)
+    if argv is None:
+        return None
+    f = b.mem_fraction_static
+    cands: list[tuple[str, str, tuple[str, ...]]] = []
+    mfs_alias = ("--mem-fraction",)
+    if kind in ("kv_pool_oom", "weights_dont_fit"):
+        start = int(max(b.min_mem_fraction_static, f) * 100) + 1
+        cands += [("--mem-fraction-static", f"{x / 100:.2f}", mfs_alias) for x in range(start, 96)]
+        if args.kv_cache_dtype in ("auto", "bfloat16", "float16") and kind == "kv_pool_oom" and b.kv_budget > 0:
+            cands.append(("--kv-cache-dtype", "fp8_e4m3", ()))
+        tp2 = args.tp_size * 2
+        if tp2 * args.pp_size <= facts.gpu_count:
+            cands.append(("--tp-size", str(tp2), ("--tp", "--tensor-parallel-size")))
+    elif kind == "graph_oom_risk":
+        bs = args.cuda_graph_max_bs or 512
+        while bs > 8:
+            bs //= 2
+            cands.append((graph_flag, str(bs), ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode")))
+        cps = args.chunked_prefill_size or 8192
+        while cps > 1024:
+            cps //= 2
+            cands.append(("--chunked-prefill-size", str(cps), ()))
+        low = int(b.min_mem_fraction_static * 100) + 1
+        cands += [("--mem-fraction-static", f"{x / 100:.2f}", mfs_alias) for x in range(int(f * 100) - 1, low, -1)]
+    for flag, value, aliases in cands:
+        trial = _with_flag(argv, flag, value, aliases)
+        try:
+            p = plan(facts, profile_env, trial, sglang_version=version, profile_sglang=profile_sglang,
+                     observed=observed, search_fix=False)
+        except SglwrapError:
+            continue
+        if p.verdict == "fits":
+            margin = p.budget.slack - p.budget.runtime_need
+            return (f"{flag} {value} (re-planned on this host: fits, {p.budget.kv_tokens:,} KV tokens, "
+                    f"{margin / (1 << 30):.2f} GiB left at runtime)")
+    return None
 
 
 def _swa_ratio_fix(cell: Cell, budget: Budget, args: ServerArgs) -> str | None:

@@ -61,6 +61,9 @@ class Extra:
     lora: bool = False
     eagle_topk: int | None = None
     num_steps: int | None = None
+    enable_dp_lm_head: bool = False
+    moe_dense_tp_size: int | None = None
+    redundant_experts: int = 0
 
 
 def read_extra(argv: Any, version: str | None) -> Extra:
@@ -85,7 +88,28 @@ def read_extra(argv: Any, version: str | None) -> Extra:
                  deepep_mode=str(given.get("deepep_mode") or "auto"),
                  max_loras_per_batch=(_int("max_loras_per_batch", 8) or 0) if lora else 0,
                  max_lora_rank=(_int("max_lora_rank", 64) or 0) if lora else 0, lora=lora,
-                 eagle_topk=_int("speculative_eagle_topk", None), num_steps=_int("speculative_num_steps", None))
+                 eagle_topk=_int("speculative_eagle_topk", None), num_steps=_int("speculative_num_steps", None),
+                 enable_dp_lm_head=bool(given.get("enable_dp_lm_head")),
+                 moe_dense_tp_size=_int("moe_dense_tp_size", None),
+                 redundant_experts=_int("ep_num_redundant_experts", 0) or 0)
+
+
+A2A_REPLICATING_SHARED = ("deepep", "pplx", "mooncake", "nixl", "mori", "flashinfer", "megamoe", "deepep_v2")
+
+
+def sharding_for(shape: ModelShape, extra: Extra, tp: int, attn_tp: int) -> Any:
+    """SGLang 0.5.23's DeepSeek-V2-family layout under DP attention / EP (``weights.Sharding``); None when the
+    plain TP layout applies."""
+    from sglwrap.memory.weights import Sharding
+
+    dp_attn = attn_tp < tp
+    a2a = (extra.moe_a2a_backend or "").lower()
+    sh = Sharding(embed_tp=attn_tp if (dp_attn and shape.is_mla) else None,
+                  head_tp=attn_tp if (dp_attn and extra.enable_dp_lm_head) else None,
+                  shared_replicated=shape.is_moe and a2a in A2A_REPLICATING_SHARED,
+                  dense_replicated=extra.moe_dense_tp_size == 1,
+                  redundant_experts=extra.redundant_experts if shape.is_moe else 0)
+    return None if sh == Sharding() else sh
 
 
 def spec_algorithm(name: str | None) -> str | None:

@@ -117,7 +117,10 @@ def find_config(model_path: str) -> tuple[Path, str]:
     cat = _catalogue_dir(model_path)
     if cat is not None:
         return cat / "config.json", f"catalogue {cat.name}"
-    raise ConfigError(
+    from sglwrap.errors import UsageError
+
+    # a usage error (64): the flag names no model to plan for; never the predicted-OOM code
+    raise UsageError(
         f"--model-path {model_path}: no config.json found (not a local directory, not in the local Hugging Face "
         f"cache); built-in configs: {', '.join(catalogue_names())}")
 

@@ -86,8 +86,23 @@ def _layer_params(shape: ModelShape, attn_tp: int, tp: int) -> tuple[float, floa
     return float(sharded), float(repl), 0.0, 0.0
 
 
-def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_quant: str | None = None
-                    ) -> tuple[float, float]:
+@dataclass(frozen=True)
+class Sharding:
+    """How SGLang 0.5.23 lays out the DeepSeek-V2 family under DP attention (``models/deepseek_v2.py``):
+    the input embedding over the attention-TP group (``layers/vocab_parallel_embedding.py:166-185``), the
+    lm_head over it with ``--enable-dp-lm-head``, shared experts replicated with a DeepEP-like all-to-all
+    backend (``deepseek_v2.py:873-896``), dense MLPs replicated when the dense FFN is fully data-parallel
+    (``:2671``), and ``--ep-num-redundant-experts`` extra expert copies spread over the ranks."""
+
+    embed_tp: int | None = None
+    head_tp: int | None = None
+    shared_replicated: bool = False
+    dense_replicated: bool = False
+    redundant_experts: int = 0
+
+
+def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_quant: str | None = None,
+                    sharding: Sharding | None = None) -> tuple[float, float]:
     """(total bytes, most loaded rank's bytes) from the config alone."""
     h, layers = shape.hidden_size, shape.num_layers
     base = _DTYPE_BYTES.get(shape.torch_dtype, 2.0)
@@ -104,15 +119,24 @@ def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_
         experts = shape.n_routed_experts * 3 * h * shape.moe_intermediate_size
         shared = shape.n_shared_experts * 3 * h * shape.moe_intermediate_size
         router = shape.n_routed_experts * h
+        sh = sharding or Sharding()
+        per_expert = 3 * h * shape.moe_intermediate_size
+        rank_experts = (shape.n_routed_experts + sh.redundant_experts) * per_expert / tp
         total += moe_layers * (experts * lin + shared * attn_lin + router * base) + shape.first_k_dense * mlp_dense * attn_lin
-        rank += moe_layers * (experts * lin / tp + shared * attn_lin / tp + router * base) \
-            + shape.first_k_dense * mlp_dense * attn_lin / tp
+        rank += moe_layers * (rank_experts * lin + shared * attn_lin / (1 if sh.shared_replicated else tp)
+                              + router * base) \
+            + shape.first_k_dense * mlp_dense * attn_lin / (1 if sh.dense_replicated else tp)
     else:
         total += layers * mlp_dense * lin
         rank += layers * mlp_dense * lin / tp
     vocab = shape.vocab_size * h * (1 if shape.tie_word_embeddings else 2)
     total += vocab * base
-    rank += vocab * base / tp
+    sh = sharding or Sharding()
+    if sh.embed_tp is None and sh.head_tp is None:
+        rank += vocab * base / tp
+    else:
+        embed = shape.vocab_size * h * base
+        rank += embed / (sh.embed_tp or tp) + (0 if shape.tie_word_embeddings else embed / (sh.head_tp or tp))
     norms = layers * 2 * h * base
     vision = shape.vision_params * base
     total += norms + vision
@@ -120,9 +144,11 @@ def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_
     return total, rank
 
 
-def weights_for(shape: ModelShape, *, tp: int, attn_tp: int, pp: int = 1, online_quant: str | None = None) -> Weights:
+def weights_for(shape: ModelShape, *, tp: int, attn_tp: int, pp: int = 1, online_quant: str | None = None,
+                sharding: Sharding | None = None) -> Weights:
     """Weight bytes of the most loaded rank; an exact checkpoint total rescales the estimate."""
-    est_total, est_rank = estimate_params(shape, tp=tp, attn_tp=attn_tp, online_quant=online_quant)
+    est_total, est_rank = estimate_params(shape, tp=tp, attn_tp=attn_tp, online_quant=online_quant,
+                                          sharding=sharding)
     est_rank /= pp
     exact = None if online_quant else _exact_total(shape.directory)
     if exact is not None:

@@ -38,7 +38,7 @@ lint: test-venv
 	$(TEST_VENV)/bin/mypy
 
 test: lint
-	SGLWRAP_TEST_VENV=$(TEST_VENV) $(TEST_VENV)/bin/python -m pytest -q tests
+	SGLWRAP_REQUIRE_SGLANG=1 SGLWRAP_TEST_VENV=$(TEST_VENV) $(TEST_VENV)/bin/python -m pytest -q tests
 
 bench: test-venv
 	$(TEST_VENV)/bin/python benchmarks/run_all.py

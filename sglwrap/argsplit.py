@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sglwrap.errors import UsageError
-from sglwrap.sglang_args import FlagTable
+from sglwrap.sglang.flags import FlagTable
 
 OWN_TYPO_CUTOFF = 0.85  # difflib ratio above which an unknown option is taken for a typo of sglwrap's own
 

@@ -274,3 +274,31 @@ def describe(name: str, sglang_env: Mapping[str, str] | None = None) -> str:
     if sglang_env is not None and name in sglang_env:
         return f"SGLang knob ({sglang_env[name]})"
     return "unknown"
+
+
+def nccl_int(text: str | None) -> int | None:
+    """The integer NCCL reads from ``text`` (``strtoll(text, NULL, 0)``: ``4M`` is 4, ``0x400000`` is 4194304);
+    None when unset or empty."""
+    if text is None or not text.strip():
+        return None
+    return _strtoll_prefix(text)
+
+
+def misread(name: str, text: str) -> str | None:
+    """Why a variable from the user's own environment will not do what it seems to say, or None when it will.
+
+    For the shell's values sglwrap only warns (it never refuses what the user's environment holds): NCCL reads
+    integers with ``strtoll`` and ignores unknown words."""
+    var = REGISTRY.get(name)
+    if var is None:
+        return None
+    try:
+        canonical = canonical_value(var, text)
+    except EnvValueError as e:
+        if var.kind == "int":
+            return (f"{name}={text!r} in your environment: NCCL reads it as {_strtoll_prefix(text)} "
+                    f"({e.problem}); allowed: {e.allowed}")
+        return f"{name}={text!r} in your environment: {e.problem}; allowed: {e.allowed}"
+    if var.kind == "int" and canonical != text.strip():
+        return f"{name}={text!r} in your environment: NCCL reads it as {canonical}"
+    return None

@@ -76,7 +76,9 @@ def _ensure_private(path: Path) -> Path:
 
 
 def run_dir_for(profile_hash: str, environ: Mapping[str, str] | None = None) -> Path:
-    """Create (or validate) the private run directory for a launch of the profile with ``profile_hash``."""
+    """Create (or validate) the private run directory of this launch: ``$RUNTIME_DIRECTORY`` (systemd: one unit,
+    one launch), else ``$XDG_RUNTIME_DIR/sglwrap/<hash>-<pid>`` (the PID SGLang keeps after the exec), else a
+    fresh ``mkdtemp``. Two launches never share one."""
     env = os.environ if environ is None else environ
     runtime = env.get("RUNTIME_DIRECTORY")
     if runtime:
@@ -84,8 +86,20 @@ def run_dir_for(profile_hash: str, environ: Mapping[str, str] | None = None) -> 
     xdg = env.get("XDG_RUNTIME_DIR")
     if xdg and Path(xdg).is_dir():
         parent = _ensure_private(Path(xdg) / "sglwrap")
-        return _ensure_private(parent / profile_hash[:16])
+        return _ensure_private(parent / f"{profile_hash[:16]}-{os.getpid()}")
     return Path(tempfile.mkdtemp(prefix=f"sglwrap-{profile_hash[:12]}-"))
+
+
+def planned_run_dir(profile_hash: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Where ``run_dir_for`` would put this launch's files, without creating anything (for dry runs)."""
+    env = os.environ if environ is None else environ
+    runtime = env.get("RUNTIME_DIRECTORY")
+    if runtime:
+        return Path(runtime.split(":")[0])
+    xdg = env.get("XDG_RUNTIME_DIR")
+    if xdg and Path(xdg).is_dir():
+        return Path(xdg) / "sglwrap" / f"{profile_hash[:16]}-{os.getpid()}"
+    return Path(tempfile.gettempdir()) / f"sglwrap-{profile_hash[:12]}-XXXXXXXX"
 
 
 def write_sitecustomize(run_dir: Path, text: str) -> Path:

@@ -22,7 +22,9 @@ from sglwrap.fsutil import atomic_write_text
 from sglwrap.host.facts import HostFacts
 from sglwrap.profiles import Profile
 from sglwrap.settings import FEATURES, SETTINGS
-from sglwrap.sglang_args import FlagTable, config_file_dests, parse_user_args, pick_flag
+from sglwrap.sglang.cmdline import SglangCmdline
+from sglwrap.sglang.flags import FlagTable, pick_flag
+from sglwrap.sglang.release import TargetRelease
 
 SERVER_MODULE = "sglang.launch_server"
 MANIFEST_NAME = "manifest.json"
@@ -44,6 +46,7 @@ class LaunchPlan:
     sglang_version: str
     flag_table_source: str
     facts: HostFacts | None = None
+    release: dict[str, Any] = field(default_factory=dict)  # which SGLang the plan is for, and why
     gates: dict[str, Any] = field(default_factory=dict)  # preflight / memory results for the manifest
 
     @property
@@ -51,17 +54,17 @@ class LaunchPlan:
         return [self.python, "-m", self.module, *self.sglang_args]
 
 
-def plan_launch(profile: Profile, user_args: Sequence[str], table: FlagTable, *, python: str,
+def plan_launch(profile: Profile, cmd: SglangCmdline, *, python: str,
                 environ: Mapping[str, str], facts: HostFacts | None = None,
                 module: str = SERVER_MODULE) -> LaunchPlan:
-    """Decide argv and environment for ``profile`` + the user's SGLang args. Pure: reads only its inputs."""
+    """Decide argv and environment for ``profile`` + the user's SGLang command line. Pure: reads only its inputs."""
+    table = cmd.table
+    user_args = cmd.argv
     warnings: list[str] = []
-    parsed = parse_user_args(user_args, table)
-    for p in parsed:
-        if p.abbreviated:
-            warnings.append(f"{p.token.split('=', 1)[0]} is an abbreviation SGLang accepts for {p.flag}; "
-                            f"write {p.flag} so a future flag cannot make it ambiguous")
-    user_dests = {p.dest for p in parsed} | config_file_dests(user_args, table)
+    for written, exact in cmd.abbreviations:
+        warnings.append(f"{written} is an abbreviation SGLang accepts for {exact}; "
+                        f"write {exact} so a future flag cannot make it ambiguous")
+    user_dests = set(cmd.given())
     profile_args: list[str] = []
     overridden: list[str] = []
     for key, value in sorted(profile.sglang.items()):
@@ -85,6 +88,11 @@ def plan_launch(profile: Profile, user_args: Sequence[str], table: FlagTable, *,
         profile_args += list(frag)
         feature_env.update(env)
     env_set, env_kept = _plan_env(profile, feature_env, environ, user_dests, warnings)
+    if profile_args:
+        try:
+            cmd.with_args(profile_args)  # the profile's values must be ones this SGLang accepts
+        except UsageError as e:
+            raise ConfigError(f"profile {profile.name!r} ({profile.sources[0]}): {e.message}") from None
     return LaunchPlan(
         profile=profile, python=python, module=module,
         sglang_args=tuple(user_args) + tuple(profile_args), profile_args=tuple(profile_args),
@@ -182,27 +190,34 @@ def manifest(plan: LaunchPlan, run_dir: Path, site: Path, environ: Mapping[str, 
         "versions": {"sglang": plan.sglang_version, "sglwrap": __version__,
                      "python": sys.version.split()[0]},
         "flag_table": plan.flag_table_source,
+        "sglang": plan.release,
         "facts_source": plan.facts.source if plan.facts else None,
         "sitecustomize": str(site),
         "gates": plan.gates,
     }
 
 
-def write_files(plan: LaunchPlan, run_dir: Path, environ: Mapping[str, str], *,
-                dry_run: bool) -> tuple[Path, Path, dict[str, Any]]:
-    """Write sitecustomize.py and the manifest into ``run_dir`` (atomically); returns both paths and the manifest."""
+def render_files(plan: LaunchPlan, run_dir: Path, environ: Mapping[str, str], *,
+                 dry_run: bool) -> tuple[str, dict[str, Any]]:
+    """The text of ``sitecustomize.py`` and the manifest a launch into ``run_dir`` writes (nothing is written)."""
     feature_env = {k: v for k, v in plan.env_set.items() if k not in plan.profile.env}
-    site = inject.write_sitecustomize(run_dir, inject.render_sitecustomize(plan.profile, feature_env))
-    doc = manifest(plan, run_dir, site, environ, dry_run=dry_run)
+    text = inject.render_sitecustomize(plan.profile, feature_env)
+    return text, manifest(plan, run_dir, run_dir / "sitecustomize.py", environ, dry_run=dry_run)
+
+
+def write_files(run_dir: Path, site_text: str, doc: Mapping[str, Any]) -> tuple[Path, Path]:
+    """Write sitecustomize.py and the manifest into ``run_dir`` (atomically); returns both paths."""
+    site = inject.write_sitecustomize(run_dir, site_text)
     path = run_dir / MANIFEST_NAME
     atomic_write_text(path, json.dumps(doc, indent=1) + "\n", mode=0o600)
-    return site, path, doc
+    return site, path
 
 
-def describe(plan: LaunchPlan, site: Path, manifest_path: Path) -> str:
-    """Human-readable summary of a plan for stderr."""
+def describe(plan: LaunchPlan, site: Path | str, manifest_path: Path | str) -> str:
+    """Human-readable summary of a plan."""
+    why = plan.release.get("why") if plan.release else None
     lines = [f"profile   {plan.profile.name} ({plan.profile.short_hash})",
-             f"sglang    {plan.sglang_version} (flags: {plan.flag_table_source})"]
+             f"sglang    {plan.sglang_version} ({why or 'flags: ' + plan.flag_table_source})"]
     for k, v in sorted(plan.env_set.items()):
         lines.append(f"env       {k}={v}")
     for k, v in sorted(plan.env_kept.items()):
@@ -252,7 +267,8 @@ def exec_plan(plan: LaunchPlan, env: Mapping[str, str]) -> None:
 def require_user_args(args: Sequence[str]) -> None:
     """A launch without any SGLang arguments is almost surely a mistake in a unit file."""
     if not args:
-        raise UsageError("no SGLang arguments given; e.g. sglwrap launch --profile fewchan -- --model-path M --tp 8")
+        raise UsageError("no SGLang arguments given; e.g. sglwrap launch --profile fewchan -- --model-path M "
+                         "--tp-size 8")
 
 
 @dataclass(frozen=True)
@@ -267,6 +283,7 @@ class LaunchOptions:
     assume_stack: str | None = None
     force: bool = False
     notify: bool = False  # --notify: supervise for systemd Type=notify instead of exec (sglwrap.supervise)
+    keep: bool = False  # --keep: a dry run writes its files for inspection
 
 
 def assumed_sglang_version(assume_stack: str | None) -> str | None:
@@ -278,59 +295,19 @@ def assumed_sglang_version(assume_stack: str | None) -> str | None:
     return parse_assume_stack(assume_stack).get("sglang")
 
 
-def prepare(opts: LaunchOptions, environ: Mapping[str, str], table: FlagTable, python: str) -> LaunchPlan:
-    """Profile -> preflight gate -> argv/env plan -> memory gate. Raises ConfigError (exit 78) when blocked."""
+def prepare(opts: LaunchOptions, cmd: SglangCmdline, release: TargetRelease, environ: Mapping[str, str],
+            python: str) -> LaunchPlan:
+    """Profile -> preflight (which plans memory once and hands the plan on) -> argv/env plan. Raises ConfigError
+    (exit 78) when blocked. A launch the accountant cannot plan is never blocked by memory: the record says why it
+    was skipped, so sglwrap is never worse than plain SGLang."""
+    from sglwrap.preflight.gate import preflight_gate
     from sglwrap.profiles import load_profile
 
     profile = load_profile(opts.profile, environ)
-    gates: dict[str, Any] = {}
-    # --- preflight gate --- (sglwrap.preflight: may downgrade `profile` or block with exit 78)
-    from sglwrap.preflight.gate import preflight_gate
-
-    profile, facts, gates["preflight"] = preflight_gate(
-        profile, opts.sglang_args, table, assume=opts.assume, assume_stack=opts.assume_stack, python=python,
+    profile, facts, record = preflight_gate(
+        profile, cmd, assume=opts.assume, assume_stack=opts.assume_stack, python=python,
         environ=environ, force=opts.force)
-    plan = plan_launch(profile, opts.sglang_args, table, python=python, environ=environ, facts=facts)
-    # --- memory gate --- (sglwrap.memory.plan: a predicted OOM blocks with exit 78 unless opts.force)
-    gates["memory"] = memory_gate(plan, environ, force=opts.force)
-    return replace(plan, gates=gates)
-
-
-def memory_gate(plan: LaunchPlan, environ: Mapping[str, str], *, force: bool) -> dict[str, Any]:
-    """Run the memory accountant on the final argv and environment; block a predicted OOM unless ``force``.
-
-    A launch the accountant cannot plan (no GPU facts, a model id not in any local cache, a CPU device) is never
-    blocked: the gate records why it was skipped, so sglwrap is never worse than plain SGLang.
-    """
-    from sglwrap.errors import SglwrapError
-
-    if plan.facts is None or not plan.facts.gpus:
-        return {"skipped": "no GPU facts (pass --assume HW to plan for GPUs this machine lacks)"}
-    if _device(plan.sglang_args) not in (None, "cuda"):
-        return {"skipped": f"--device {_device(plan.sglang_args)}: the accountant models CUDA GPUs only"}
-    from sglwrap import memory
-
-    effective = {**{k: v for k, v in environ.items() if k.startswith("NCCL_")}, **plan.env_set}
-    try:
-        mplan = memory.plan(plan.facts, effective, plan.sglang_args, sglang_version=plan.sglang_version)
-    except SglwrapError as e:
-        return {"skipped": e.message}
-    doc = mplan.to_dict()
-    if mplan.blocks_launch and not force:
-        result = getattr(mplan, "result", None)
-        would = getattr(result, "sglang_error", None) or mplan.verdict
-        fix = getattr(result, "fix", None)
-        raise ConfigError(f"memory: predicted {mplan.verdict} before SGLang loads a byte; SGLang would fail with: "
-                          f"{would}" + (f" Fix: {fix}." if fix else "") +
-                          " `sglwrap memory [--assume HW] -- <same args>` shows the budget by term; --force launches "
-                          "anyway")
-    return doc
-
-
-def _device(args: Sequence[str]) -> str | None:
-    for i, tok in enumerate(args):
-        if tok == "--device" and i + 1 < len(args):
-            return args[i + 1]
-        if tok.startswith("--device="):
-            return tok.split("=", 1)[1]
-    return None
+    gates: dict[str, Any] = {"memory": record.pop("memory", None) or {"skipped": "the memory check did not run"},
+                             "preflight": record}
+    plan = plan_launch(profile, cmd, python=python, environ=environ, facts=facts)
+    return replace(plan, gates=gates, release=release.as_dict())

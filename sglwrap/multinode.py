@@ -14,13 +14,12 @@ raylet's environment, never this process's, so neither the environment nor the s
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from sglwrap.errors import ConfigError
-from sglwrap.sglang_args import FlagTable
-from sglwrap.sglang_values import is_true, user_values
+from sglwrap.sglang.cmdline import SglangCmdline
 
 DIST_PORT_VAR: Final = "SGLWRAP_DIST_INIT_PORT"
 DEFAULT_DIST_PORT: Final = 20000  # the port SGLang's multi-node docs use for --dist-init-addr
@@ -112,10 +111,10 @@ def _env_size(orch: _Orchestrator, environ: Mapping[str, str]) -> tuple[str, int
     return None
 
 
-def place(sglang_args: Sequence[str], environ: Mapping[str, str], table: FlagTable) -> Placement:
+def place(cmd: SglangCmdline, environ: Mapping[str, str]) -> Placement:
     """This node's rank and rendezvous: the user's flags win; else derived from the orchestrator's variables."""
-    values = user_values(sglang_args, table)
-    args = tuple(sglang_args)
+    values = cmd.given_values
+    args = cmd.argv
     nnodes = _int("--nnodes", values.get("nnodes") or 1, "a node count 1, 2, …")
     if nnodes < 1:
         raise ConfigError(f"--nnodes {nnodes}: expected a node count 1, 2, …")
@@ -170,10 +169,10 @@ def _str(value: object) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-def refuse_ray_without_env(sglang_args: Sequence[str], table: FlagTable, env_set: Mapping[str, str],
-                           profile_name: str, *, force: bool) -> str | None:
+def refuse_ray_without_env(cmd: SglangCmdline, env_set: Mapping[str, str], profile_name: str, *,
+                           force: bool) -> str | None:
     """ConfigError for ``--use-ray`` when the profile sets variables (unless ``force``); a warning text if forced."""
-    if not is_true(user_values(sglang_args, table).get("use_ray")) or not env_set:
+    if cmd.get("use_ray") is not True or not env_set:
         return None
     names = ", ".join(sorted(env_set))
     msg = (f"--use-ray: SGLang runs its schedulers as Ray actors, which get the raylet's environment, not this "

@@ -3,7 +3,7 @@
 Profiles name server settings by meaning (``cuda_graph_max_bs``); the flag that carries the meaning changed
 between SGLang versions (0.5.23 split ``--cuda-graph-max-bs`` into ``-decode``/``-prefill``, and its parser's
 abbreviation matching makes the old spelling an "ambiguous option" error). Candidates are listed newest first;
-``sglwrap.sglang_args`` picks the first one the installed SGLang has, matched exactly.
+``sglwrap.sglang.flags`` picks the first one the installed SGLang has, matched exactly.
 """
 
 from __future__ import annotations

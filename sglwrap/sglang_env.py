@@ -16,7 +16,7 @@ _BOOL_WORDS = ("true", "1", "yes", "y", "false", "0", "no", "n")
 
 
 def _registry() -> tuple[dict[str, dict[str, Any]], str]:
-    from sglwrap import sglang_args
+    from sglwrap.sglang import flags as sglang_args
 
     table = sglang_args.flag_table()
     return table.env, table.version

@@ -34,8 +34,7 @@ from typing import IO, Final
 
 from sglwrap.errors import ConfigError
 from sglwrap.sdnotify import NOTIFY_VARIABLES, Notifier, watchdog_interval_s
-from sglwrap.sglang_args import FlagTable
-from sglwrap.sglang_values import is_true, user_values
+from sglwrap.sglang.cmdline import SglangCmdline
 from sglwrap.startup_status import status_for_line
 
 PR_SET_PDEATHSIG: Final = 1
@@ -108,11 +107,11 @@ def stop_grace_from_env(environ: Mapping[str, str]) -> float:
     return value
 
 
-def endpoint_from_args(sglang_args: Sequence[str], table: FlagTable) -> Endpoint:
+def endpoint_from_args(cmd: SglangCmdline) -> Endpoint:
     """SGLang's ``--host``/``--port`` (CLI, else its ``--config`` file, else 127.0.0.1:30000), made reachable here."""
-    values = user_values(sglang_args, table)
+    values = cmd.given_values
     for mode in ("grpc_mode", "smg_grpc_mode"):
-        if is_true(values.get(mode)):
+        if values.get(mode) is True:
             raise ConfigError(f"launch --notify: --{mode.replace('_', '-')} serves gRPC, not the HTTP /health that "
                               "readiness is read from; drop --notify (use Type=exec) or drop the gRPC mode")
     host = str(values.get("host") or "127.0.0.1").strip("[]")

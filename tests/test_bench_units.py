@@ -21,7 +21,7 @@ from sglwrap.bench.sweep import DEFAULT_GRID, grid_points, parse_grid, sweep_con
 from sglwrap.bench.table import fstr
 from sglwrap.errors import ConfigError, UsageError
 from sglwrap.profiles import load_profile
-from sglwrap.sglang_args import bundled_table
+from sglwrap.sglang.flags import bundled_table
 
 REAL = Path(__file__).resolve().parents[1] / "docs" / "data"
 

@@ -95,7 +95,7 @@ def test_no_sglang_flag_is_close_enough_to_be_taken_for_an_own_option_typo() -> 
 
     from sglwrap.argsplit import OWN_TYPO_CUTOFF
     from sglwrap.commands import launch, memory, preflight
-    from sglwrap.sglang_args import bundled_table, bundled_versions
+    from sglwrap.sglang.flags import bundled_table, bundled_versions
 
     own = set(launch.OWN_OPTIONS) | set(memory.OWN_OPTIONS) | set(preflight.OWN_OPTIONS)
     for version in bundled_versions():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sglwrap.errors import ConfigError
-from sglwrap.inject import render_sitecustomize, run_dir_for, write_sitecustomize
+from sglwrap.inject import planned_run_dir, render_sitecustomize, run_dir_for, write_sitecustomize
 from sglwrap.profiles import load_profile
 
 # A parent that behaves like SGLang's launcher: it sets some NCCL variables itself after start-up, switches
@@ -175,9 +175,10 @@ def test_sitecustomize_file_is_written_atomically_and_private(tmp_path: Path) ->
     assert [p.name for p in d.iterdir()] == ["sitecustomize.py"], "no temp file left behind"
 
 
-def test_run_dir_under_xdg_runtime_is_private_and_per_hash(isolated_env: Path) -> None:
+def test_run_dir_under_xdg_runtime_is_private_and_per_launch(isolated_env: Path) -> None:
     d = run_dir_for("ab" * 32)
-    assert d == Path(os.environ["XDG_RUNTIME_DIR"]) / "sglwrap" / ("ab" * 8)
+    assert d == Path(os.environ["XDG_RUNTIME_DIR"]) / "sglwrap" / f"{'ab' * 8}-{os.getpid()}"
+    assert d == planned_run_dir("ab" * 32), "a dry run reports the directory a real launch would use"
     assert stat.S_IMODE(d.stat().st_mode) == 0o700
     assert stat.S_IMODE(d.parent.stat().st_mode) == 0o700
 

@@ -16,6 +16,7 @@ from sglwrap.cli import main
 from sglwrap.commands.launch import OWN_OPTIONS, split_own_args
 from sglwrap.launch import plan_launch
 from sglwrap.profiles import load_profile
+from sglwrap.sglang.cmdline import parse_cmdline
 from sglwrap.sglang.flags import bundled_table
 
 from .conftest import REPO, requires_sglang, run_sglwrap
@@ -25,10 +26,29 @@ MODEL = REPO / "sglwrap" / "data" / "models" / "Llama-3.1-8B"
 
 
 def dry_run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    rc = main(["launch", "--dry-run", "--json", "--assume", "8xRTX-PRO-6000", *argv])
+    rc = main(["launch", "--dry-run", "--keep", "--json", "--assume", "8xRTX-PRO-6000", *argv])
     out = capsys.readouterr()
     assert rc == 0, out.err
     return json.loads(out.out)
+
+
+def test_dry_run_writes_nothing_without_keep(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = tmp_path / "xdg"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    rc = main(["launch", "--dry-run", "--json", "--assume", "8xRTX-PRO-6000", "--profile", "fewchan", "--",
+               "--model-path", str(MODEL), "--tp-size", "8"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["written"] is False
+    assert list(runtime.iterdir()) == [] and list((tmp_path / "tmp").iterdir()) == []
+    assert doc["manifest"].startswith(str(runtime)), "it says where a real launch would write"
+    rc = main(["launch", "--dry-run", "--assume", "8xRTX-PRO-6000", "--profile", "fewchan", "--",
+               "--model-path", str(MODEL), "--tp-size", "8"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "not written" in out and list(runtime.iterdir()) == []
 
 
 def test_dry_run_json_has_the_contract_keys_and_writes_the_files(capsys: pytest.CaptureFixture[str]) -> None:
@@ -122,7 +142,8 @@ def test_setting_without_a_flag_in_this_sglang_version_is_a_clear_error() -> Non
     from sglwrap.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"sglang.cuda_graph_max_bs' has no flag in SGLang 0.4.0"):
-        plan_launch(load_profile("lowgraph"), ["--model-path", "m"], stripped, python="python", environ={})
+        plan_launch(load_profile("lowgraph"), parse_cmdline(["--model-path", "m"], stripped), python="python",
+                    environ={})
 
 
 def test_split_own_args_never_eats_an_sglang_value_equal_to_an_own_option() -> None:

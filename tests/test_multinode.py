@@ -15,7 +15,7 @@ from sglwrap.cli import main
 from sglwrap.errors import ConfigError
 from sglwrap.multinode import first_slurm_host, place
 from sglwrap.profiles import load_profile
-from sglwrap.sglang_args import bundled_table
+from sglwrap.sglang.flags import bundled_table
 
 from .conftest import REPO
 

@@ -13,7 +13,7 @@ from sglwrap.host.facts import GpuProcess, HostFacts, facts_from_dict
 from sglwrap.preflight import Status, run_preflight
 from sglwrap.preflight.args import parse_launch_args
 from sglwrap.profiles import load_profile
-from sglwrap.sglang_args import bundled_table
+from sglwrap.sglang.flags import bundled_table
 
 FIX = Path(__file__).parent / "fixtures" / "hostfacts"
 GIB = 2**30

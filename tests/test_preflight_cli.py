@@ -11,7 +11,7 @@ from sglwrap.cli import main
 from sglwrap.commands.preflight import OWN_OPTIONS, split_args
 from sglwrap.host import nvml
 from sglwrap.host.facts import facts_from_dict
-from sglwrap.sglang_args import bundled_table
+from sglwrap.sglang.flags import bundled_table
 
 FIX = Path(__file__).parent / "fixtures" / "hostfacts"
 STORY = "sglang=0.5.23,torch=2.9.1+cu128,flashinfer-python=0.6.16,driver=580.95.05"

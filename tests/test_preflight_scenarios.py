@@ -19,7 +19,7 @@ from sglwrap.host.probe import apply_assume_stack
 from sglwrap.preflight import Status, run_preflight
 from sglwrap.preflight.runner import PreflightResult
 from sglwrap.profiles import Profile, load_profile
-from sglwrap.sglang_args import bundled_table
+from sglwrap.sglang.flags import bundled_table
 
 FIX = Path(__file__).parent / "fixtures" / "hostfacts"
 STORY_STACK = {"sglang": "0.5.23", "torch": "2.9.1+cu128", "flashinfer-python": "0.6.16", "driver": "580.95.05"}
@@ -248,8 +248,10 @@ def test_story_launch_plan_uses_the_downgraded_profile(story: Profile) -> None:
     from sglwrap.launch import plan_launch
 
     r = run(box(), story, "--model-path", "/m", "--tp-size", "8")
-    plan = plan_launch(r.profile, ("--model-path", "/m", "--tp-size", "8"), bundled_table("0.5.23"),  # type: ignore[arg-type]
-                       python="python3", environ={})
+    from sglwrap.sglang.cmdline import parse_cmdline
+
+    cmd = parse_cmdline(("--model-path", "/m", "--tp-size", "8"), bundled_table("0.5.23"))
+    plan = plan_launch(r.profile, cmd, python="python3", environ={})  # type: ignore[arg-type]
     assert "--enable-torch-symm-mem" not in plan.argv
     assert not any("allreduce-fusion" in a for a in plan.argv)
     assert plan.env_set.get("NCCL_MAX_NCHANNELS") == "2"

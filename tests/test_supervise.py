@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from sglwrap.errors import ConfigError
-from sglwrap.sglang_args import bundled_table
+from sglwrap.sglang.flags import bundled_table
 from sglwrap.supervise import Endpoint, endpoint_from_args, stop_grace_from_env
 
 from .conftest import REPO, requires_sglang

@@ -26,7 +26,7 @@ from typing import Any
 from sglwrap import inject
 from sglwrap.launch import exec_environment, plan_launch
 from sglwrap.profiles import Profile
-from sglwrap.sglang_args import FlagTable
+from sglwrap.sglang.flags import FlagTable
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 PREFIX = "@@sglwrap-bench "

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sglwrap.errors import UsageError
+from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for
 
 # dest -> how the value is converted; everything else in the argv is ignored here.
 _INT = ("tp_size", "pp_size", "dp_size", "attn_dp_size", "ep_size", "context_length", "cuda_graph_max_bs_decode",
@@ -15,10 +16,6 @@ _FLOAT = ("mem_fraction_static", "swa_full_tokens_ratio", "mamba_full_memory_rat
 _STR = ("model_path", "kv_cache_dtype", "quantization", "dtype", "speculative_algorithm",
         "speculative_draft_model_path", "cuda_graph_backend_decode", "cuda_graph_backend_prefill",
         "mamba_ssm_dtype", "mamba_radix_cache_strategy")
-# older SGLang versions name some destinations after the long spelling (0.5.9: tensor_parallel_size)
-_DEST_ALIASES = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size",
-                 "data_parallel_size": "dp_size", "expert_parallel_size": "ep_size",
-                 "attention_data_parallel_size": "attn_dp_size"}
 _BOOL = ("enable_dp_attention", "disable_cuda_graph", "disable_decode_cuda_graph", "disable_prefill_cuda_graph",
          "disable_custom_all_reduce", "enable_symm_mem", "enable_nccl_nvls", "disable_hybrid_swa_memory",
          "disable_radix_cache", "disable_overlap_schedule")
@@ -74,37 +71,40 @@ class ServerArgs:
         return self.tp_size * self.pp_size * replicas
 
 
-def _values(argv: Sequence[str], version: str | None) -> dict[str, object]:
-    """dest -> converted value for the options we read, resolved with SGLang's own flag table."""
-    from sglwrap.sglang_args import bundled_table, parse_user_args
-
-    table = bundled_table(version)
+def _values(cmd: SglangCmdline) -> dict[str, object]:
+    """dest -> value for the options the user gave that the budget reads (already typed by SGLang's parser)."""
     raw: dict[str, object] = {}
-    for arg in parse_user_args(list(argv), table):
-        dest = _DEST_ALIASES.get(arg.dest, arg.dest)
-        try:
-            if dest in _BOOL:
-                raw[dest] = True
-            elif dest in _INT and arg.values:
-                raw[dest] = int(arg.values[0])
-            elif dest in _FLOAT and arg.values:
-                raw[dest] = float(arg.values[0])
-            elif dest in _STR and arg.values:
-                raw[dest] = arg.values[0]
-        except ValueError:
-            raise UsageError(f"{arg.flag} {arg.values[0]!r}: not a number") from None
+    for dest, value in cmd.canonical_given().items():
+        if value is None:
+            continue
+        if dest in _BOOL:
+            raw[dest] = bool(value)
+        elif dest in _INT:
+            try:
+                raw[dest] = int(value)  # type: ignore[call-overload]
+            except (TypeError, ValueError):
+                raise UsageError(f"{cmd.flag_for(dest)} {value!r}: not a number") from None
+        elif dest in _FLOAT:
+            try:
+                raw[dest] = float(value)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                raise UsageError(f"{cmd.flag_for(dest)} {value!r}: not a number") from None
+        elif dest in _STR:
+            raw[dest] = value if isinstance(value, str) else str(value)
     return raw
 
 
-def parse_server_args(argv: Sequence[str], *, version: str | None = None,
+def parse_server_args(argv: Sequence[str] | SglangCmdline, *, version: str | None = None,
                       profile_sglang: Mapping[str, object] | None = None) -> ServerArgs:
-    """Read ``argv`` (SGLang's own options) with the profile's ``sglang:`` settings under them (argv wins)."""
+    """The budget's view of the user's command line (``argv`` parsed with release ``version``'s table when it is
+    not already a SglangCmdline), with the profile's ``sglang:`` settings under it (the user's args win)."""
+    cmd = argv if isinstance(argv, SglangCmdline) else cmdline_for(argv, version)
     raw: dict[str, object] = {}
     for key, value in (profile_sglang or {}).items():  # settings by meaning; only the ones we model
         name = "cuda_graph_max_bs_decode" if key == "cuda_graph_max_bs" else key
         if name in _INT + _FLOAT + _STR:
             raw[name] = value
-    given = _values(argv, version)
+    given = _values(cmd)
     if "cuda_graph_max_bs" in given:  # SGLang < 0.5.23 spelling of the same decode-graph setting
         given.setdefault("cuda_graph_max_bs_decode", given.pop("cuda_graph_max_bs"))
     raw.update(given)

@@ -17,6 +17,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sglwrap.envvars import nccl_int
+
 MIB = 1 << 20
 PROCESS_FIXED_MIB = 448.0  # init - second communicator, all 36 configurations (spread 446-448)
 # per channel (MiB) by buffer size (bytes), measured at 1/2/4/8/16/32 forced channels, 2 ranks, P2P over NVLink
@@ -48,9 +50,8 @@ class NcclSettings:
                  ) -> NcclSettings:
         """Read the profile's env; SGLang forces NCCL_CUMEM_ENABLE=0 and NCCL_NVLS_ENABLE=0 unless set
         (``srt/entrypoints/engine.py:1878-1921``)."""
-        def _int(name: str) -> int | None:
-            raw = env.get(name) or env.get(name.replace("NCHANNELS", "NRINGS"))
-            return int(raw) if raw not in (None, "") else None
+        def _int(name: str) -> int | None:  # as NCCL reads it: strtoll, so "4M" is 4 (never a crash)
+            return nccl_int(env.get(name) or env.get(name.replace("NCHANNELS", "NRINGS")))
 
         buff = _int("NCCL_BUFFSIZE")
         cumem = env.get("NCCL_CUMEM_ENABLE", "0" if sglang_sets_cumem else "1")

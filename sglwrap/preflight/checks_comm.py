@@ -20,7 +20,7 @@ def check_flashinfer_fusion(ctx: Context) -> Verdict:
     """FlashInfer all-reduce + RMSNorm fusion for this compute capability, FlashInfer and SGLang."""
     cid, st = "flashinfer-fusion", ctx.stack
     want, flag = wanted(ctx, "flashinfer_allreduce_fusion", *FUSION_FLAGS)
-    if flag == "--flashinfer-allreduce-fusion-backend" and ctx.args.get("fusion_backend") == "none":
+    if flag == "--flashinfer-allreduce-fusion-backend" and ctx.args.get("flashinfer_allreduce_fusion_backend") == "none":
         want, flag = False, None
     if not want:
         return Verdict(cid, Status.PASS, "not requested (SGLang auto-enables it only on SM90/SM100 with tp > 1, "
@@ -28,7 +28,7 @@ def check_flashinfer_fusion(ctx: Context) -> Verdict:
     if not ctx.facts.gpus:
         return Verdict(cid, Status.SKIP, "no GPU facts")
     majors = _majors(ctx)
-    backend = ctx.args.get("fusion_backend") or "auto"
+    backend = ctx.args.get("flashinfer_allreduce_fusion_backend") or "auto"
     sg_gate, fi_gate = st.sglang_fusion_majors, st.fi_trtllm_comm_majors
     if backend == "mnnvl":
         fi_gate = st.fi_mnnvl_majors
@@ -131,8 +131,8 @@ def check_custom_allreduce(ctx: Context) -> Verdict:
     """SGLang's custom all-reduce: off by itself above 2 PCIe GPUs; at 2 PCIe GPUs NCCL was 2x faster."""
     cid, n = "custom-allreduce", ctx.world
     mode = ctx.mode("custom_all_reduce")
-    if ctx.args.has("--disable-custom-all-reduce") or mode == "off":
-        by = "--disable-custom-all-reduce" if ctx.args.has("--disable-custom-all-reduce") else "the profile"
+    if bool(ctx.args.get("disable_custom_all_reduce")) or mode == "off":
+        by = "--disable-custom-all-reduce" if bool(ctx.args.get("disable_custom_all_reduce")) else "the profile"
         return Verdict(cid, Status.PASS, f"off ({by}); NCCL carries the all-reduce")
     if n < 2:
         return Verdict(cid, Status.SKIP, "tp=1: no all-reduce")
@@ -172,7 +172,7 @@ def check_ep_a2a(ctx: Context) -> Verdict:
     cid, a = "ep-a2a", ctx.args
     backend = a.get("moe_a2a_backend")
     if backend in (None, "none"):
-        if a.has("--flashinfer-a2a-dispatch-type"):
+        if any(a.is_given(i.dest) for i in a.table.unique() if "--flashinfer-a2a-dispatch-type" in i.options):
             return Verdict(cid, Status.BLOCK, "--flashinfer-a2a-dispatch-type without --moe-a2a-backend flashinfer: "
                            "SGLang raises ValueError (moe_hook.py:307-313)", "add --moe-a2a-backend flashinfer")
         return Verdict(cid, Status.PASS, "no expert-parallel all-to-all backend (--moe-a2a-backend none)")
@@ -195,7 +195,7 @@ def _flashinfer_a2a(ctx: Context) -> Verdict:
                        "'Flashinfer MoE A2A requires --attn-dp-size equal to --tp-size' (moe_hook.py:475-487)",
                        f"add {flag} {a.tp}, or use --moe-a2a-backend none")
     cps = a.get("chunked_prefill_size")
-    if cps is not None and cps.lstrip("-").isdigit() and int(cps) <= 0:
+    if isinstance(cps, int) and cps <= 0:
         return Verdict(cid, Status.BLOCK, f"--moe-a2a-backend flashinfer needs chunked prefill, got "
                        f"--chunked-prefill-size {cps} (validate_flashinfer_a2a_token_budget, moe_hook.py:749-777)",
                        "set --chunked-prefill-size to a positive value")
@@ -234,13 +234,13 @@ def check_pcie_ipc_allreduce(ctx: Context) -> Verdict:
     if ctx.world not in _PCIE_IPC_WORLD_SIZES:
         why = f"tp={ctx.world}: its kernels build IPC channels for world sizes {list(_PCIE_IPC_WORLD_SIZES)} only"
         return unsupported(ctx, cid, "pcie_ipc_allreduce", flag, why, fix)
-    if ctx.args.has("--enable-deterministic-inference"):
+    if bool(ctx.args.get("enable_deterministic_inference")):
         why = "deterministic inference turns it off (pcie_ipc_ar.py:97-104)"
         return unsupported(ctx, cid, "pcie_ipc_allreduce", flag, why, fix)
-    if (ctx.args.get("dtype") or "auto") in ("float16", "half", "float32", "float"):
+    if str(ctx.args.get("dtype") or "auto") in ("float16", "half", "float32", "float"):
         why = f"--dtype {ctx.args.get('dtype')}: the kernels are tuned for bfloat16 only"
         return Verdict(cid, Status.WARN, why, "use --dtype bfloat16 or leave PCIe-IPC off")
-    if ctx.facts.nvlink_among(ctx.world) and not ctx.args.has("--disable-custom-all-reduce"):
+    if ctx.facts.nvlink_among(ctx.world) and not bool(ctx.args.get("disable_custom_all_reduce")):
         return Verdict(cid, Status.WARN, "the GPUs are joined by NVLink: SGLang tries its custom all-reduce first "
                        "(parallel_state.py:966-975), so PCIe-IPC will rarely run", "meant for PCIe-only boxes")
     return Verdict(cid, Status.PASS, f"tp={ctx.world} on PCIe, FlashInfer {ctx.stack.flashinfer} has the "

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import difflib
-
+from sglwrap.envvars import misread, nccl_int
 from sglwrap.preflight.model import Context, Status, Verdict
 
 GIB = 1024**3
@@ -21,7 +20,7 @@ def check_gpu_count(ctx: Context) -> Verdict:
     shape = f"tp={a.tp} pp={a.pp} dp={a.dp}" + (f" attn-dp={a.attn_dp}" if a.attn_dp > 1 else "")
     if a.nnodes > 1:
         shape += f" over {a.nnodes} nodes"
-    device = a.get("device")
+    device = a.device
     if device not in (None, "cuda"):
         return Verdict(cid, Status.SKIP, f"--device {device}: no NVIDIA GPU needed")
     if not gpus:
@@ -102,8 +101,11 @@ def check_nccl_env(ctx: Context) -> Verdict:
     if ctx.env("NCCL_P2P_DISABLE") == "1" and f.all_pairs_nvlink:
         problems.append((Status.WARN, "NCCL_P2P_DISABLE=1 on NVLink-connected GPUs: NCCL falls back to host memory",
                          "drop NCCL_P2P_DISABLE"))
-    lo, hi = ctx.env("NCCL_MIN_NCHANNELS"), ctx.env("NCCL_MAX_NCHANNELS")
-    if lo and hi and lo.isdigit() and hi.isdigit() and int(lo) > int(hi):
+    for name, text in sorted(ctx.environ.items()):
+        if name.startswith("NCCL_") and (why := misread(name, text)) is not None:
+            problems.append((Status.WARN, why, f"set {name} to the value you mean, or unset it"))
+    lo, hi = nccl_int(ctx.env("NCCL_MIN_NCHANNELS")), nccl_int(ctx.env("NCCL_MAX_NCHANNELS"))
+    if lo is not None and hi is not None and lo > hi:
         problems.append((Status.WARN, f"NCCL_MIN_NCHANNELS={lo} > NCCL_MAX_NCHANNELS={hi}", "set min <= max"))
     seen = {k: v for k in ("NCCL_NVLS_ENABLE", "NCCL_PROTO", "NCCL_P2P_LEVEL", "NCCL_ALGO", "NCCL_MIN_NCHANNELS",
                            "NCCL_MAX_NCHANNELS", "NCCL_BUFFSIZE") if (v := ctx.env(k)) is not None}
@@ -171,25 +173,12 @@ def check_sglang_flags(ctx: Context) -> Verdict:
         return Verdict(cid, Status.SKIP, f"planned SGLang {want_ver} but the flag table is {table.version}'s")
     bad: list[str] = []
     fixes: list[str] = []
-    abbrev: list[str] = []
-    for tok in ctx.args.argv:
-        if not tok.startswith("--") or tok == "--":
-            continue
-        name = tok.split("=", 1)[0]
-        if name in table.flags:
-            continue
-        longs = [o for o in table.flags if o.startswith("--")]
-        matches = [o for o in longs if o.startswith(name)]
-        if len(matches) == 1:
-            abbrev.append(f"{name} -> {matches[0]}")
-            continue
-        close = difflib.get_close_matches(name, longs, n=1)
-        bad.append(f"{name} is " + ("ambiguous" if matches else "unknown"))
-        fixes.append(f"did you mean {close[0]}?" if close else f"remove {name}")
+    # unknown, ambiguous and wrongly typed options never get here: reading the command line refused them (64)
+    abbrev = [f"{written} -> {exact}" for written, exact in ctx.args.abbreviations]
     bad += _profile_flags(ctx, fixes)
     if bad:
         return Verdict(cid, Status.BLOCK, f"SGLang {table.version}: " + "; ".join(bad), "; ".join(fixes))
-    n = sum(1 for t in ctx.args.argv if t.startswith("--"))
+    n = len(ctx.args.given())
     if abbrev:
         return Verdict(cid, Status.WARN, f"SGLang {table.version} accepts abbreviations: {', '.join(abbrev)}; a new "
                        "flag with the same prefix would make them ambiguous (exit 2)",

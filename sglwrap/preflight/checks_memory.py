@@ -10,12 +10,11 @@ _BLOCKING = ("kv_pool_oom", "weights_dont_fit")
 
 def check_memory(ctx: Context) -> Verdict:
     """Predict SGLang's budget for these args on these GPUs; an OOM before serving blocks (warns with --force)."""
-    argv = list(ctx.args.argv)
-    if not any(tok == "--model-path" or tok.startswith("--model-path=") or tok == "--model" for tok in argv):
+    if ctx.args.model_path is None:
         return Verdict("memory", Status.SKIP, "no --model-path given: nothing to budget")
     if not ctx.facts.gpus:
         return Verdict("memory", Status.SKIP, "no GPUs in the facts (pass --assume HW to plan for other GPUs)")
-    device = ctx.args.values.get("--device")
+    device = ctx.args.device
     if device not in (None, "cuda"):
         return Verdict("memory", Status.SKIP, f"--device {device}: the accountant models CUDA GPUs only")
     from sglwrap import memory
@@ -28,7 +27,7 @@ def check_memory(ctx: Context) -> Verdict:
                 env[name] = setting.value
         profile_sglang = dict(ctx.profile.sglang)
     try:
-        plan = memory.plan(ctx.facts, env, argv, sglang_version=ctx.stack.sglang, profile_sglang=profile_sglang)
+        plan = memory.plan(ctx.facts, env, ctx.args, profile_sglang=profile_sglang)
     except SglwrapError as e:
         return Verdict("memory", Status.SKIP, f"cannot plan memory: {e.message}")
     res = plan.result
@@ -39,7 +38,7 @@ def check_memory(ctx: Context) -> Verdict:
     if plan.verdict in _BLOCKING:
         status = Status.WARN if ctx.force or not plan.blocks_launch else Status.BLOCK
         return Verdict("memory", status, f"{plan.verdict}: SGLang would fail with: {res.sglang_error}",
-                       res.fix or "")
+                       res.fix or "", detail=doc)
     if plan.verdict == "graph_oom_risk":
-        return Verdict("memory", Status.WARN, f"graph_oom_risk: {facts_used}", res.fix or "")
-    return Verdict("memory", Status.PASS, f"fits: {facts_used}")
+        return Verdict("memory", Status.WARN, f"graph_oom_risk: {facts_used}", res.fix or "", detail=doc)
+    return Verdict("memory", Status.PASS, f"fits: {facts_used}", detail=doc)

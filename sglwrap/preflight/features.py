@@ -14,7 +14,8 @@ from sglwrap.preflight.model import Context, FeatureChange, Status, Verdict
 def wanted(ctx: Context, feature: str, *flags: str) -> tuple[bool, str | None]:
     """Whether the launch asks for ``feature``, and the user's own flag for it (None if only the profile does)."""
     for flag in flags:
-        if ctx.args.has(flag):
+        info = ctx.args.table.flags.get(flag)
+        if info is not None and ctx.args.is_given(info.dest) and ctx.args.get(info.dest) not in (False, None):
             return True, flag
     return ctx.mode(feature) in ("require", "prefer"), None
 

@@ -3,7 +3,7 @@ downgraded profile, and give launch the record for its manifest."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.errors import ConfigError
@@ -14,13 +14,12 @@ from sglwrap.preflight.runner import run_preflight
 
 if TYPE_CHECKING:
     from sglwrap.profiles import Profile
-    from sglwrap.sglang_args import FlagTable
+    from sglwrap.sglang.cmdline import SglangCmdline
 
 
 def preflight_gate(
     profile: Profile,
-    sglang_args: Sequence[str],
-    table: FlagTable | None,
+    cmd: SglangCmdline,
     *,
     assume: str | None,
     assume_stack: str | None,
@@ -28,14 +27,11 @@ def preflight_gate(
     environ: Mapping[str, str],
     force: bool = False,
 ) -> tuple[Profile, HostFacts, dict[str, Any]]:
-    """(the profile that launches, the facts used, the manifest record). Blocked -> ConfigError (exit 78),
-    unless ``force``, in which case the blocks are recorded and the launch goes on."""
-    if table is not None:  # a wrong SGLang option is a usage error (exit 64) in launch, as plan_launch says it
-        from sglwrap.sglang_args import parse_user_args
-
-        parse_user_args(sglang_args, table)
+    """(the profile that launches, the facts used, the manifest record with the memory plan under ``memory``).
+    Blocked -> ConfigError (exit 78), unless ``force``, in which case the blocks are recorded and the launch goes
+    on."""
     facts = gather_facts(assume, assume_stack, python=python, environ=environ)
-    result = run_preflight(facts, profile, sglang_args, flags=table, environ=environ, force=force)
+    result = run_preflight(facts, profile, cmd, flags=cmd.table, environ=environ, force=force)
     record = result.manifest()
     blocks = [v for v in result.checks if v.status is Status.BLOCK]
     if blocks and not force:
@@ -43,4 +39,5 @@ def preflight_gate(
         raise ConfigError(f"preflight blocked the launch (nothing was started):\n{lines}\n"
                           "(`sglwrap preflight` shows every check; --force launches anyway)")
     record["forced"] = bool(blocks)
+    record["memory"] = result.memory
     return result.profile or profile, facts, record

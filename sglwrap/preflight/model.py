@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from sglwrap.host.facts import HostFacts
 from sglwrap.host.stackview import StackView
-from sglwrap.preflight.args import LaunchArgs
+from sglwrap.sglang.cmdline import SglangCmdline
 
 if TYPE_CHECKING:
     from sglwrap.profiles import Profile
-    from sglwrap.sglang_args import FlagTable
+    from sglwrap.sglang.flags import FlagTable
 
 
 class Status(str, enum.Enum):
@@ -47,6 +47,7 @@ class Verdict:
     reason: str
     fix: str = ""
     changes: tuple[FeatureChange, ...] = ()
+    detail: Mapping[str, Any] | None = None  # what a check computed for later stages (the memory plan)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "status": self.status.value, "reason": self.reason, "fix": self.fix}
@@ -58,7 +59,7 @@ class Context:
 
     facts: HostFacts
     stack: StackView
-    args: LaunchArgs
+    args: SglangCmdline
     profile: Profile | None = None
     flags: FlagTable | None = None
     environ: Mapping[str, str] = field(default_factory=dict)

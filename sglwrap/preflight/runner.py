@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from sglwrap.host.facts import HostFacts
 from sglwrap.host.stackview import stack_view
-from sglwrap.preflight.args import parse_launch_args
 from sglwrap.preflight.checks_comm import (
     check_custom_allreduce,
     check_ep_a2a,
@@ -21,10 +20,11 @@ from sglwrap.preflight.checks_host import check_gpu_count, check_gpu_processes, 
 from sglwrap.preflight.checks_memory import check_memory
 from sglwrap.preflight.checks_stack import check_cuda_driver, check_flashinfer_cubin, check_torch_arch
 from sglwrap.preflight.model import Context, FeatureChange, Status, Verdict
+from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for, parse_cmdline
 
 if TYPE_CHECKING:
     from sglwrap.profiles import Profile
-    from sglwrap.sglang_args import FlagTable
+    from sglwrap.sglang.flags import FlagTable
 
 EXIT_OK, EXIT_DOWNGRADED, EXIT_BLOCKED = 0, 1, 78
 
@@ -56,6 +56,14 @@ class PreflightResult:
     changes: tuple[FeatureChange, ...] = ()
 
     @property
+    def memory(self) -> dict[str, Any] | None:
+        """The memory plan the ``memory`` check made, ``{"skipped": why}``, or None when it did not run."""
+        for v in self.checks:
+            if v.id == "memory":
+                return dict(v.detail) if v.detail is not None else {"skipped": v.reason}
+        return None
+
+    @property
     def exit_code(self) -> int:
         return {"ok": EXIT_OK, "downgraded": EXIT_DOWNGRADED, "blocked": EXIT_BLOCKED}[self.verdict]
 
@@ -72,15 +80,25 @@ class PreflightResult:
 def run_preflight(
     facts: HostFacts,
     profile: Profile | None = None,
-    sglang_args: Sequence[str] = (),
+    sglang_args: SglangCmdline | Sequence[str] = (),
     *,
     flags: FlagTable | None = None,
     environ: Mapping[str, str] | None = None,
     force: bool = False,
     checks: Sequence[Callable[[Context], Verdict]] = CHECKS,
 ) -> PreflightResult:
-    """Every check against ``facts``; a pure function of its arguments (``environ`` defaults to empty)."""
-    ctx = Context(facts=facts, stack=stack_view(facts), args=parse_launch_args(sglang_args), profile=profile,
+    """Every check against ``facts``; a pure function of its arguments (``environ`` defaults to empty).
+
+    ``sglang_args`` is the parsed command line; a plain argv is parsed with ``flags`` (else the bundled data of
+    the facts' SGLang release)."""
+    stack = stack_view(facts)
+    if isinstance(sglang_args, SglangCmdline):
+        cmd = sglang_args
+    elif flags is not None:
+        cmd = parse_cmdline(sglang_args, flags)
+    else:
+        cmd = cmdline_for(sglang_args, stack.sglang)
+    ctx = Context(facts=facts, stack=stack, args=cmd, profile=profile,
                   flags=flags, environ=dict(environ or {}), force=force)
     verdicts = tuple(check(ctx) for check in checks)
     changes = tuple(c for v in verdicts if v.status is Status.DOWNGRADE for c in v.changes)

@@ -1,0 +1,415 @@
+"""The user's SGLang command line, read once, the way the target release's own parser reads it.
+
+An ``argparse`` parser is generated from the release's flag table (types, choices, nargs, switches,
+``BooleanOptionalAction``, append, SGLang's own abbreviation and ambiguity rules: ``allow_abbrev=True`` as in
+``prepare_server_args``). SGLang's ``--config FILE`` is merged as its ``ConfigArgumentMerger`` merges it (the
+file's keys become arguments placed before the command line, so the command line wins). A value SGLang's parser
+would refuse (exit 2) is a UsageError (exit 64) naming the flag, the value and what SGLang accepts.
+
+Every stage of sglwrap takes the resulting ``SglangCmdline``; nothing else reads SGLang's argv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+from decimal import Decimal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from sglwrap.errors import UsageError
+from sglwrap.sglang.flags import FlagInfo, FlagTable
+
+# Destinations whose names changed between releases, normalised to today's (0.5.2/0.5.9 used the long names).
+CANONICAL_DEST = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size",
+                  "data_parallel_size": "dp_size", "expert_parallel_size": "ep_size",
+                  "attention_data_parallel_size": "attn_dp_size"}
+_RELEASE_DESTS: dict[str, tuple[str, ...]] = {}
+for _old, _new in CANONICAL_DEST.items():
+    _RELEASE_DESTS.setdefault(_new, (_new,))
+    _RELEASE_DESTS[_new] = (*_RELEASE_DESTS[_new], _old)
+
+
+class _ParseError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _ParseError(message)
+
+
+def _human_readable_int(value: str) -> int:
+    """SGLang's ``human_readable_int`` (0.5.2x ``srt/utils/common.py``): an integer, or a number with an SI suffix
+    (k M G T, decimals allowed) or an IEC suffix (Ki Mi Gi Ti, integers only); suffixes are case-sensitive."""
+    text = value.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", text)
+    if m:
+        number, suffix = m.groups()
+        if suffix.endswith("i"):
+            if "." in number:
+                raise argparse.ArgumentTypeError(f"decimals are not allowed with IEC suffixes like {suffix!r}")
+            return int(number) * 2 ** (10 * "KMGT".index(suffix[0]) + 10)
+        return int(Decimal(number) * 10 ** (3 * "kMGT".index(suffix) + 3))
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer value: {value!r} (a plain integer, SI suffixes 1k 1M, or "
+                                         "IEC suffixes 1Ki 1Mi)") from None
+
+
+def _nullable_str(value: str) -> str | None:
+    return None if not value or value == "None" else value
+
+
+# SGLang's own argument types that sglwrap reproduces, by the name the flag table records.
+_CUSTOM_TYPES: dict[str, Any] = {"other:human_readable_int": _human_readable_int, "other:json_list_type": json.loads,
+                                 "other:nullable_str": _nullable_str}
+
+
+def _convert(type_name: str | None, default: Any) -> Any:
+    """The converter argparse would call for a flag of ``type_name``."""
+    if type_name in _CUSTOM_TYPES:
+        return _CUSTOM_TYPES[type_name]
+    if type_name == "int":
+        return int
+    if type_name == "float":
+        return float
+    if type_name == "json":
+        return json.loads
+    if type_name is None and isinstance(default, float):
+        return float
+    if type_name is None and isinstance(default, int) and not isinstance(default, bool):
+        return int
+    return None  # str, a custom callable sglwrap cannot run, or unknown: the string as given
+
+
+def _choices(info: FlagInfo, conv: Any) -> list[Any] | None:
+    if not info.choices:
+        return None
+    out = []
+    for c in info.choices:
+        try:
+            out.append(conv(c) if conv is not None and isinstance(c, str) and conv is not json.loads else c)
+        except (TypeError, ValueError):
+            out.append(c)
+    return out
+
+
+def build_parser(table: FlagTable) -> argparse.ArgumentParser:
+    """An argparse parser equivalent to the release's own, with every default suppressed (so the namespace holds
+    exactly what the user gave)."""
+    p = _Parser(prog="sglang serve", add_help=False, allow_abbrev=True)
+    for info in table.unique():
+        action = info.action
+        if action == "_HelpAction" or info.dest == "help":
+            continue
+        kw: dict[str, Any] = {"dest": info.dest, "default": argparse.SUPPRESS}
+        options = list(info.options)
+        if action in ("_StoreTrueAction", "DeprecatedStoreTrueAction"):
+            kw["action"] = "store_true"
+        elif action in ("_StoreFalseAction", "DeprecatedStoreFalseAction"):
+            kw["action"] = "store_false"
+        elif "StoreConst" in action:
+            kw["action"] = "store_const"
+            kw["const"] = info.const
+        elif action == "BooleanOptionalAction":
+            kw["action"] = argparse.BooleanOptionalAction
+            positives = [o for o in options if not o.startswith("--no-")]
+            options = positives or options
+        elif action == "_CountAction":
+            kw["action"] = "count"
+        elif info.nargs == 0:  # a custom switch-like action (DeprecatedAction with nargs=0 …)
+            kw["action"] = "store_true"
+        else:
+            kw["action"] = "append" if "Append" in action else "store"
+            if info.nargs != 1:
+                kw["nargs"] = info.nargs
+            conv = _convert(info.type, info.default)
+            if conv is not None:
+                kw["type"] = conv
+            choices = _choices(info, conv)
+            if choices is not None:
+                kw["choices"] = choices
+        try:
+            p.add_argument(*options, **kw)
+        except (argparse.ArgumentError, ValueError, TypeError):
+            continue  # a spelling two releases' data disagree on; the first one stays
+    return p
+
+
+@dataclass(frozen=True)
+class SglangCmdline:
+    """What the user asked SGLang for, parsed as the target release parses it."""
+
+    argv: tuple[str, ...]
+    table: FlagTable
+    given_values: Mapping[str, Any]  # dest -> value, only what the argv or --config set
+    config_path: str | None = None
+    config_dests: frozenset[str] = frozenset()
+    abbreviations: tuple[tuple[str, str], ...] = ()  # (as written, exact flag)
+    _defaults: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def version(self) -> str:
+        return self.table.version
+
+    def given(self) -> frozenset[str]:
+        """Destinations the user set (command line or --config), under the release's own names."""
+        return frozenset(self.given_values)
+
+    def is_given(self, dest: str) -> bool:
+        """Whether ``dest`` (a release's name or today's canonical name) was set by the user."""
+        return any(d in self.given_values for d in _RELEASE_DESTS.get(dest, (dest,)))
+
+    def get(self, dest: str, default: Any = None) -> Any:
+        """The value SGLang's parser yields for ``dest``: the user's, else the release's default, else ``default``.
+
+        ``dest`` may be today's canonical name (``tp_size``) for releases that used the long one."""
+        for d in _RELEASE_DESTS.get(dest, (dest,)):
+            if d in self.given_values:
+                return self.given_values[d]
+        for d in _RELEASE_DESTS.get(dest, (dest,)):
+            if d in self._defaults and self._defaults[d] is not None and not _is_repr(self._defaults[d]):
+                return self._defaults[d]
+        return default
+
+    def canonical_given(self) -> dict[str, Any]:
+        """The user's values keyed by today's destination names."""
+        return {CANONICAL_DEST.get(k, k): v for k, v in self.given_values.items()}
+
+    def _int(self, dest: str, default: int) -> int:
+        v = self.get(dest, default)
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            return default
+
+    @property
+    def tp(self) -> int:
+        return self._int("tp_size", 1)
+
+    @property
+    def pp(self) -> int:
+        return self._int("pp_size", 1)
+
+    @property
+    def dp(self) -> int:
+        return self._int("dp_size", 1)
+
+    @property
+    def ep(self) -> int:
+        return self._int("ep_size", 1)
+
+    @property
+    def nnodes(self) -> int:
+        return self._int("nnodes", 1)
+
+    @property
+    def node_rank(self) -> int:
+        return self._int("node_rank", 0)
+
+    @property
+    def attn_dp(self) -> int:
+        """Attention-DP size: ``--attn-dp-size`` (0.5.23), or ``--dp-size`` with ``--enable-dp-attention``."""
+        if self.is_given("attn_dp_size"):
+            return self._int("attn_dp_size", 1)
+        return self.dp if self.get("enable_dp_attention") else 1
+
+    @property
+    def gpus_needed(self) -> int:
+        """GPUs across all nodes: tp x pp, times dp unless DP lives inside attention."""
+        dp_outside = 1 if self.attn_dp > 1 else self.dp
+        return self.tp * self.pp * dp_outside
+
+    @property
+    def device(self) -> str | None:
+        """``--device`` as given (None: SGLang picks, CUDA on an NVIDIA host)."""
+        v = self.given_values.get("device")
+        return None if v is None else str(v)
+
+    @property
+    def model_path(self) -> str | None:
+        v = self.get("model_path")
+        return None if v is None else str(v)
+
+    @property
+    def host(self) -> str:
+        return str(self.get("host", "127.0.0.1"))
+
+    @property
+    def port(self) -> int:
+        return self._int("port", 30000)
+
+    def flag_for(self, dest: str) -> str | None:
+        """The release's preferred spelling for ``dest`` (canonical names accepted)."""
+        for d in _RELEASE_DESTS.get(dest, (dest,)):
+            info = self.table.by_dest(d)
+            if info is not None:
+                return info.options[0]
+        return None
+
+    def with_args(self, extra: Sequence[str]) -> SglangCmdline:
+        """The command line with ``extra`` appended (a profile's settings), parsed again."""
+        return parse_cmdline([*self.argv, *extra], self.table)
+
+
+def _is_repr(v: Any) -> bool:
+    return isinstance(v, str) and v.startswith("<") and v.endswith(">")
+
+
+def parse_cmdline(argv: Sequence[str], table: FlagTable, *, require_model: bool = False) -> SglangCmdline:
+    """Parse SGLang's argv as release ``table.version`` would; UsageError (64) for anything it would refuse."""
+    argv = tuple(argv)
+    if argv[:1] == ("--",):
+        argv = argv[1:]
+    config_path, config_args = _config_args(argv, table)
+    rest = _without_config(argv) if config_path else list(argv)
+    parser = build_parser(table)
+    try:
+        ns, extras = parser.parse_known_args([*config_args, *rest])
+    except _ParseError as e:
+        raise UsageError(_explain(str(e), table)) from None
+    if extras:
+        raise UsageError(_unknown(extras, table, argv))
+    given = vars(ns)
+    config_dests: frozenset[str] = frozenset()
+    if config_args:
+        try:
+            cns, _ = parser.parse_known_args(config_args)
+            config_dests = frozenset(vars(cns))
+        except _ParseError:
+            config_dests = frozenset()
+    if require_model:
+        missing = [i.options[0] for i in table.unique() if i.required and i.dest not in given]
+        if "model_path" not in given and "--model-path" not in missing:
+            missing.insert(0, "--model-path")
+        if missing:
+            raise UsageError(f"SGLang {table.version} needs {', '.join(missing)} (it refuses to start without it; "
+                             "--model-path takes a local directory or a Hugging Face name)")
+    defaults = {info.dest: info.default for info in table.unique()}
+    return SglangCmdline(argv=argv, table=table, given_values=given, config_path=config_path,
+                         config_dests=config_dests, abbreviations=tuple(_abbreviations(argv, table)),
+                         _defaults=defaults)
+
+
+def _abbreviations(argv: Sequence[str], table: FlagTable) -> list[tuple[str, str]]:
+    out = []
+    for tok in argv:
+        if not tok.startswith("--") or tok == "--":
+            continue
+        name = tok.split("=", 1)[0]
+        if name in table.flags:
+            continue
+        matches = sorted({o for o in table.flags if o.startswith(name)})
+        if len(matches) == 1:
+            out.append((name, matches[0]))
+    return out
+
+
+def _without_config(argv: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for tok in argv:
+        if skip:
+            skip = False
+            continue
+        if tok == "--config":
+            skip = True
+            continue
+        if tok.startswith("--config="):
+            continue
+        out.append(tok)
+    return out
+
+
+def _config_args(argv: Sequence[str], table: FlagTable) -> tuple[str | None, list[str]]:
+    """SGLang's ``--config FILE`` turned into arguments (its ConfigArgumentMerger's rules), read once."""
+    paths = [argv[i + 1] for i, t in enumerate(argv) if t == "--config" and i + 1 < len(argv)]
+    paths += [t.split("=", 1)[1] for t in argv if t.startswith("--config=")]
+    if "--config" in argv and not paths:
+        raise UsageError("--config needs a file (SGLang: 'No config file specified after --config flag!')")
+    if not paths:
+        return None, []
+    if len(paths) > 1:
+        raise UsageError("--config given more than once (SGLang: 'Multiple config files specified! Only one "
+                         "allowed.')")
+    path = Path(paths[0])
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise UsageError(f"--config {path}: SGLang reads only YAML files (.yaml, .yml), got {path.suffix or 'none'}")
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(f"--config {path}: cannot read it ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise UsageError(f"--config {path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UsageError(f"--config {path}: SGLang needs a mapping of option names to values at the top level")
+    switches = {o[2:].replace("-", "_") for o, i in table.flags.items() if i.nargs == 0 and o.startswith("--")}
+    switches |= {i.dest for i in table.flags.values() if i.nargs == 0}
+    args: list[str] = []
+    for key, value in data.items():
+        k = str(key)
+        if isinstance(value, bool):
+            if k.replace("-", "_") in switches:
+                if value:
+                    args.append(f"--{k}")
+            else:
+                args += [f"--{k}", str(value).lower()]
+        elif isinstance(value, list):
+            args += [f"--{k}", *(str(v) for v in value)]
+        elif isinstance(value, dict):
+            args += [f"--{k}", json.dumps(value)]
+        else:
+            args += [f"--{k}", str(value)]
+    for tok in args:
+        if tok.startswith("--") and tok.split("=", 1)[0] not in table.flags and not any(
+                o.startswith(tok) for o in table.flags):
+            raise UsageError(f"--config {path}: key {tok[2:]!r} is not an option of SGLang {table.version}"
+                             + _did_you_mean(tok, table))
+    return str(path), args
+
+
+def _did_you_mean(name: str, table: FlagTable) -> str:
+    close = difflib.get_close_matches(name, [o for o in table.flags if o.startswith("--")], n=3)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+def _explain(message: str, table: FlagTable) -> str:
+    """argparse's error, said as what SGLang would do with it."""
+    v = table.version
+    if message.startswith("ambiguous option"):
+        return (f"SGLang {v} would refuse this (exit 2): {message}. Write the exact flag.")
+    if "invalid choice" in message or "invalid" in message and "value" in message:
+        return f"SGLang {v} would refuse this (exit 2): {message}"
+    if "expected" in message and "argument" in message:
+        return f"SGLang {v} would refuse this (exit 2): {message}"
+    return f"SGLang {v} would refuse this (exit 2): {message}"
+
+
+def _unknown(extras: Sequence[str], table: FlagTable, argv: Sequence[str]) -> str:
+    first = extras[0]
+    v = table.version
+    if first.startswith("-"):
+        name = first.split("=", 1)[0]
+        return f"SGLang {v} has no option {name!r} (it would exit 2){_did_you_mean(name, table)}"
+    hint = ""
+    if not any(t.split("=", 1)[0] in ("--model-path", "--model") for t in argv):
+        hint = f"; did you mean --model-path {first}?"
+    return f"SGLang {v} takes no positional arguments, got {first!r} (it would exit 2){hint}"
+
+
+def cmdline_for(argv: Sequence[str], version: str | None) -> SglangCmdline:
+    """``argv`` parsed with the bundled data of release ``version`` (the newest when None): for callers that plan
+    from a log or a test, where no SGLang is resolved for a launch."""
+    from sglwrap.sglang.flags import bundled_table
+
+    return parse_cmdline(argv, bundled_table(version))

@@ -181,7 +181,7 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     from sglwrap.errors import UsageError
 
     args = parse_server_args(sglang_argv, version=sglang_version, profile_sglang=profile_sglang)
-    if sglang_version is None and not isinstance(sglang_argv, (list, tuple)):
+    if sglang_version is None and isinstance(sglang_argv, SglangCmdline):
         sglang_version = sglang_argv.version  # a SglangCmdline knows its release
     if args.gpus > facts.gpu_count:
         raise UsageError(f"--tp-size {args.tp_size} x --pp-size {args.pp_size} needs {args.gpus} GPUs; "

@@ -37,7 +37,8 @@ def family(compute_capability: tuple[int, int] | None) -> str:
     if compute_capability is None:
         return "unknown"
     return {(8, 0): "ampere-dc", (8, 6): "ampere", (8, 9): "ada", (9, 0): "hopper", (10, 0): "blackwell-dc",
-            (12, 0): "blackwell-rtx", (12, 1): "blackwell-gb10"}.get(tuple(compute_capability), "unknown")
+            (12, 0): "blackwell-rtx", (12, 1): "blackwell-gb10"}.get(
+                (int(compute_capability[0]), int(compute_capability[1])), "unknown")
 
 
 def _cases(corpus: Path) -> list[dict[str, Any]]:

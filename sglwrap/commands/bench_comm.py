@@ -119,6 +119,8 @@ def options(args: argparse.Namespace, environ: dict[str, str], argv: list[str]) 
         raise UsageError("--min-samples must be at least 1")
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    if args.plot is not None and args.plot.suffix.lower() != ".png":
+        raise UsageError(f"--plot {args.plot}: the plot is a PNG image; name the file *.png")
     model = sz.model_shape(args.model_path) if args.model_path else None
     dtype = args.dtype or (model.dtype if model and model.dtype in sz.DTYPE_BYTES else "bfloat16")
     if dtype not in ("bfloat16", "float16", "float32"):

@@ -36,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.logs.count("-") > 1:
         raise SglwrapError("'-' (stdin) can be given only once", exit_code=EXIT_UNREADABLE)
+    if args.plot is not None and args.plot.suffix.lower() != ".png":
+        from sglwrap.errors import UsageError
+
+        raise UsageError(f"diagnose: --plot {args.plot}: the plot is a PNG image; name the file *.png")
     report = diagnose(args.logs)
     from sglwrap.diagnose.replan import describe, replan
 
@@ -49,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         doc["accountant"] = accountant
         sys.stdout.write(json.dumps(doc) + "\n")
     else:
-        sys.stdout.write(to_text(report))
-        sys.stdout.write("\n".join(describe(accountant)) + "\n")
+        from sglwrap import term  # wrapped to the terminal, status words coloured there
+
+        term.report(to_text(report) + "\n".join(describe(accountant)) + "\n")
     return report.exit_code

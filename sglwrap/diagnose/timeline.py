@@ -329,7 +329,7 @@ class TimelineBuilder:
     def result(self) -> NodeLog:
         """The frozen summary of everything fed so far."""
         return NodeLog(
-            node=self.node, ranks=tuple(r.freeze() for r in self.ranks.values()),
+            node=self.node, ranks=tuple(r.freeze() for r in sorted(self.ranks.values(), key=_label_order)),
             failures=tuple(self.failures), came_up=self.came_up,
             saw_sglang=self.saw_sglang or bool(self.ranks) or bool(self.failures),
             server_args=dict(self.server_args), versions=tuple(self.versions), max_total=dict(self.max_total),
@@ -344,3 +344,10 @@ def _int(x: object) -> int | None:
 
 def _str(x: object) -> str | None:
     return None if x is None else str(x)
+
+
+def _label_order(r: _Rank) -> tuple[object, ...]:
+    """Ranks in numeric order (TP0, TP1, ..., TP10; DP0 TP1 before DP1 TP0), not in the order the log named them."""
+    import re
+
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", r.label))

@@ -3,7 +3,7 @@
 Memory is the total the driver reports (``nvidia-smi --query-gpu=memory.total``), which is less than the
 marketing capacity. Each entry names its source. "Usual interconnect" is how the common servers of that GPU
 are built (HGX boards with NVSwitch, PCIe cards without NVLink); a real machine may differ — capture its
-HostFacts with ``sglwrap preflight --json`` and pass the file to ``--assume`` instead.
+HostFacts with ``python3 -m sglwrap.host.capture --out host.json`` and pass the file to ``--assume`` instead.
 """
 
 from __future__ import annotations
@@ -117,6 +117,9 @@ def resolve_assume(spec: str) -> HostFacts:
         path = Path(spec).expanduser()
         if path.exists() or spec.endswith(".json") or "/" in spec:
             return load_facts(path)
+        if spec.strip().upper() in CATALOGUE:
+            raise UsageError(f"--assume {spec!r}: how many? Give the GPU count too, e.g. "
+                             f"8x{CATALOGUE[spec.strip().upper()].key}")
         raise UsageError(
             f"--assume {spec!r}: expected <count>x<GPU> (e.g. 8xRTX-PRO-6000, 2xH200) or the path of a "
             f"HostFacts JSON file; known GPUs: {', '.join(catalogue_names())}"

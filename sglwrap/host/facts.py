@@ -162,5 +162,6 @@ def load_facts(path: Path) -> HostFacts:
     except (KeyError, TypeError, ValueError, IndexError) as e:
         raise ConfigError(
             f"{path}: not a HostFacts file ({type(e).__name__}: {e}); "
-            "write one with `sglwrap preflight --json` on the machine, or use a catalogue name like 8xH200"
+            "write one with `python3 -m sglwrap.host.capture --out host.json` on the machine, or use a catalogue "
+            "name like 8xH200"
         ) from None

@@ -87,7 +87,8 @@ def probe_for(assume: str | None, *, python: str = sys.executable,
     if assume is None:
         return NvmlProbe(python=python, environ=environ)
     spec = assume.strip()
-    if re.match(r"^\d+\s*[xX]", spec) and not os.path.exists(spec):
+    looks_like_file = os.path.exists(spec) or spec.endswith(".json") or "/" in spec
+    if not looks_like_file:  # 8xH200, or a typo of one (H200, 8H200): the catalogue says what is wrong (64)
         return CatalogueProbe(spec=spec, python=python, environ=environ)
     return FileProbe(path=Path(spec).expanduser())
 

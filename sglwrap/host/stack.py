@@ -104,7 +104,11 @@ def probe_stack(
         except (OSError, ValueError):
             pass
     start = time.monotonic()
-    rc, out = _run([python, "-I", str(PROBE_SCRIPT)], timeout=PROBE_TIMEOUT_S, env=_probe_env(environ))
+    from sglwrap.term import progress
+
+    with progress(f"probing the torch/NCCL/FlashInfer stack of {python} (first run for this stack, a few seconds; "
+                  "cached after)"):
+        rc, out = _run([python, "-I", str(PROBE_SCRIPT)], timeout=PROBE_TIMEOUT_S, env=_probe_env(environ))
     result: dict[str, Any]
     try:
         result = json.loads(out) if rc == 0 else {"error": f"exit {rc}: {out[-500:]}"}

@@ -38,7 +38,11 @@ def to_table(result: PreflightResult, width: int | None = None) -> str:
     from sglwrap import term
 
     width = max(width or min(term.width(), 140), 60)
-    lines = [f"preflight on {result.facts.source}: {_VERDICT.get(result.verdict, result.verdict.upper())}"]
+    verdict = _VERDICT.get(result.verdict, result.verdict.upper())
+    warned = sum(v.status.value == "warn" for v in result.checks)
+    if warned:
+        verdict += f", {warned} WARN"
+    lines = [f"preflight on {result.facts.source}: {verdict}"]
     for v in result.checks:
         head = f"{v.id:<18} {_MARK[v.status.value]:<5} "
         body = textwrap.wrap(v.reason, width - len(head), break_long_words=False, break_on_hyphens=False) or [""]

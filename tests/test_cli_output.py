@@ -158,3 +158,17 @@ def test_a_name_mismatch_suggests_a_rename_that_works(tmp_path: Path) -> None:
     assert new, res.stderr
     (tmp_path / "bad.yaml").rename(tmp_path / new.group(1))
     assert run_sglwrap("profiles", "show", str(tmp_path / new.group(1))).returncode == 0
+
+
+def test_diagnose_lists_ranks_in_numeric_order(tmp_path: Path) -> None:
+    order = [2, 10, 3, 1, 0]  # the order a log names them in
+    lines = [f"[2025-06-20 09:00:05 TP{r}] Load weight begin. avail mem={70 + r}.00 GB" for r in order]
+    lines += [f"[2025-06-20 09:00:16 TP{r}] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+              f"avail mem={60 + r}.00 GB, mem usage=8.30 GB." for r in order]
+    log = tmp_path / "ranks.log"
+    log.write_text("\n".join(lines) + "\n")
+    res = run_sglwrap("diagnose", str(log))
+    listed = [int(m.group(1)) for m in re.finditer(r"^TP(\d+)\s", res.stdout, re.M)]
+    assert listed == sorted(order), res.stdout
+    doc = json.loads(run_sglwrap("diagnose", "--json", str(log)).stdout)
+    assert [r["label"] for r in doc["ranks"]] == [f"TP{r}" for r in sorted(order)]

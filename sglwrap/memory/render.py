@@ -9,13 +9,17 @@ _ROWS = (
     ("cuda_context", "- CUDA context"), ("other_processes", "- other processes"),
     ("nccl_init", "- NCCL at init (PyNccl)"), ("custom_allreduce", "- custom all-reduce buffers"),
     ("pre_weights_free", "= P, free before weights"), ("static_limit", "P x f (static limit)"),
-    ("weights", "- weights W"), ("mm_reserve", "- multimodal cache"),
+    ("weights", "- weights W"), ("draft_weights", "  (of which draft model weights)"), ("mm_reserve", "- multimodal cache"),
     ("mamba_state", "- mamba/linear-attention state"), ("kv_budget", "= KV budget"),
     ("kv_pool", "KV pool allocated"), ("slack", "P x (1-f) runtime slack"),
     ("req_to_token", "- req_to_token"), ("decode_graphs", "- decode CUDA graphs"),
     ("prefill_graphs", "- prefill CUDA graphs"), ("activations", "- activations"),
-    ("nccl_late", "- NCCL created later"), ("symm_mem", "- symmetric memory"), ("runtime_free", "= left at runtime"),
+    ("nccl_late", "- NCCL created later"), ("symm_mem", "- symmetric memory"),
+    ("draft_graphs", "- draft CUDA graphs"),
+    ("deepep_buffers", "- DeepEP/NVSHMEM buffers"), ("lora_buffers", "- LoRA buffers"),
+    ("runtime_free", "= left at runtime"),
 )
+_OPTIONAL = ("draft_weights", "draft_graphs", "deepep_buffers", "lora_buffers")
 
 
 def render_table(d: dict) -> str:
@@ -25,12 +29,18 @@ def render_table(d: dict) -> str:
     for key, label in _ROWS:
         if key == "mamba_state" and not d.get("mamba"):
             continue
-        lines.append(f"  {label:34s} {gib(d['terms'][key]):>12s}")
+        if key in _OPTIONAL and not d["terms"].get(key):
+            continue
+        lines.append(f"  {label:34s} {gib(d['terms'].get(key, 0)):>12s}")
     lines += ["", f"  KV cell: {d['kv_cell_bytes']:,} B/token ({d['kv_cell_formula']})",
               f"  KV tokens: {d['kv_tokens']:,}   max context: {d['max_context_tokens']:,}   "
               f"mem-fraction-static: {d['mem_fraction_static']['value']:.3f} ({d['mem_fraction_static']['source']}), "
               f"minimum {d['min_mem_fraction_static']:.3f}",
               f"  NCCL: {d['nccl']['formula']}"]
+    unc = d.get("uncertainty")
+    if unc:
+        lines.append(f"  uncertainty (from the fits): P ± {gib(unc['pre_weights_free'])}, W ± {gib(unc['weights'])}, "
+                     f"KV tokens ± {unc['kv_tokens']:,}, runtime margin ± {gib(unc['runtime_margin'])}")
     swa = d.get("swa")
     if swa:
         lines.append(f"  hybrid SWA: {swa['full_layers']} full + {swa['swa_layers']} sliding-window layers "

@@ -287,12 +287,20 @@ def _terms(facts: HostFacts, interconnect: str, shape: ModelShape, args: ServerA
     params_based = weights.source.startswith("params")
     return Terms(
         overhead=fits.overhead(cc), nccl_init=fits.nccl_fixed(interconnect), decode_graphs=graphs,
-        weights_extra=fits.weights_extra(), weights_rel_pm=0.03 if params_based else 0.01,
+        weights_extra=fits.weights_extra(), weights_rel_pm=_weights_rel_pm(shape, params_based),
         draft_weights=draft.weights if draft else fits.exact(0, "no draft model"),
         draft_in_weights=version is None or _vkey(version) >= (0, 5, 14),
         draft_graphs=draft_graphs(graphs, draft.algorithm) if draft else fits.exact(0, "no draft model"),
         deepep=deepep_buffers(shape, extra, max(args.ep_size, args.tp_size), env),
         lora=lora_buffers(shape, extra, args.tp_size))
+
+
+def _weights_rel_pm(shape: ModelShape, params_based: bool) -> float:
+    """Relative ± of W: 1% from a checkpoint index; from parameters 3% (bf16: the corpus' residuals after the
+    non-parameter fit are under 1%), 10% for a quantised checkpoint (scales and packing are not in the config)."""
+    if not params_based:
+        return 0.01
+    return 0.10 if shape.quant_method else 0.03
 
 
 def _argv_list(sglang_argv: object) -> list[str] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -125,3 +126,13 @@ def test_json_carries_the_uncertainty_and_the_sources(capsys: pytest.CaptureFixt
     assert doc["uncertainty"]["pre_weights_free"] > 0 and doc["uncertainty"]["kv_tokens"] > 0
     assert doc["term_sources"]["overhead"].startswith("fit: hopper")
     assert doc["terms"]["overhead_before_nccl"] > 0
+
+
+def test_weights_beyond_the_gpu_get_no_impossible_fraction_or_gpu_count() -> None:
+    """Llama-3.1-70B on one L4: no fraction below 1 can hold a page, and the host has no second GPU."""
+    p = plan(resolve_assume("1xL4"), {}, ["--model-path", "Llama-3.1-70B"], sglang_version="0.5.23")
+    assert p.verdict == "weights_dont_fit" and p.exit_code == 78 and p.blocks_launch
+    text = " ".join(p.explanation) + (p.result.fix or "")
+    assert "no --mem-fraction-static below 1" in text
+    assert "--tp-size" not in (p.result.fix or "")
+    assert not re.search(r"--mem-fraction-static [1-9]\.\d", text)

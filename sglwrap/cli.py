@@ -11,7 +11,7 @@ from types import ModuleType
 
 from sglwrap import __version__
 from sglwrap.commands import COMMANDS
-from sglwrap.errors import EXIT_USAGE, SglwrapError
+from sglwrap.errors import EXIT_INTERRUPTED, EXIT_SOFTWARE, EXIT_USAGE, SglwrapError, exit_codes_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +49,10 @@ def build_parser(verbs: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if mod is None:
             continue
         mod.add_parser(sub)
+        verb_parser = sub.choices.get(verb)
+        if verb_parser is not None:  # the verb's rows of the one exit-code table (sglwrap.errors)
+            verb_parser.epilog = exit_codes_text(verb)
+            verb_parser.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 
@@ -84,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"sglwrap: error: {e.message}\n")
         return e.exit_code
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
     except Exception:  # a bug in sglwrap, not the user's mistake: say so and where the details are
@@ -93,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"sglwrap: internal error ({sys.exc_info()[1]!r}); the traceback is in {path}. "
             "Please report it with that file.\n"
         )
-        return 70  # EX_SOFTWARE
+        return EXIT_SOFTWARE
 
 
 def _global_options(argv: list[str]) -> tuple[list[str], str | None]:

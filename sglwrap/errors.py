@@ -3,8 +3,41 @@
 from __future__ import annotations
 
 EXIT_OK = 0
-EXIT_USAGE = 64  # EX_USAGE: the command line was wrong
+EXIT_FINDING = 1  # the verb worked and found something: a downgrade, a memory risk, a failed run in a log
+EXIT_UNREADABLE = 2  # diagnose: no input it could read
+EXIT_USAGE = 64  # EX_USAGE: the command line was wrong (sglwrap's options, or SGLang's args SGLang would refuse)
+EXIT_SOFTWARE = 70  # EX_SOFTWARE: a bug in sglwrap (never for anything a user typed or set)
 EXIT_CONFIG = 78  # EX_CONFIG: a configuration that must not be retried (Restart-PreventExitStatus=78)
+EXIT_INTERRUPTED = 130  # Ctrl-C
+
+# The one exit-code table: verb -> (code, meaning). README shows it, each verb's --help shows its rows, and a test
+# checks both against this. Codes every verb shares come last.
+_SHARED: tuple[tuple[int, str], ...] = (
+    (EXIT_USAGE, "usage error: an sglwrap option, or SGLang args that SGLang itself would refuse"),
+    (EXIT_SOFTWARE, "internal error in sglwrap (a bug: the traceback is written to a file)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+)
+EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
+    "launch": ((EXIT_OK, "--dry-run planned (a real launch execs SGLang: its own exit code from then on)"),
+               (EXIT_CONFIG, "bad profile or config, SGLang missing, or blocked by preflight / a sure OOM"),
+               *_SHARED),
+    "preflight": ((EXIT_OK, "ok"), (EXIT_FINDING, "ok after a downgrade"), (EXIT_CONFIG, "blocked, or a bad profile"),
+                  *_SHARED),
+    "memory": ((EXIT_OK, "fits (or fits tightly: a warning)"), (EXIT_FINDING, "risk beyond the model's uncertainty"),
+               (EXIT_CONFIG, "sure OOM, or a bad profile"), *_SHARED),
+    "diagnose": ((EXIT_OK, "the server came up (or a run completed)"), (EXIT_FINDING, "a failure was found"),
+                 (EXIT_UNREADABLE, "no input could be read (missing, empty or binary)"), *_SHARED),
+    "profiles": ((EXIT_OK, "ok"), (EXIT_CONFIG, "a profile is missing or broken"), *_SHARED),
+    "bench-comm": ((EXIT_OK, "measured"), (EXIT_FINDING, "some configurations failed or hung"),
+                   (EXIT_CONFIG, "cannot run here (no GPUs, bad profile)"), *_SHARED),
+    "systemd-unit": ((EXIT_OK, "unit printed"), (EXIT_CONFIG, "bad profile"), *_SHARED),
+}
+
+
+def exit_codes_text(verb: str) -> str:
+    """The exit-code rows of ``verb`` as shown at the end of its ``--help``."""
+    rows = EXIT_CODES.get(verb, _SHARED)
+    return "exit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in rows)
 
 
 class SglwrapError(Exception):

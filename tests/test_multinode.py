@@ -15,6 +15,7 @@ from sglwrap.cli import main
 from sglwrap.errors import ConfigError
 from sglwrap.multinode import first_slurm_host, place
 from sglwrap.profiles import load_profile
+from sglwrap.sglang.cmdline import parse_cmdline
 from sglwrap.sglang.flags import bundled_table
 
 from .conftest import REPO
@@ -38,7 +39,7 @@ def test_rank_and_rendezvous_come_from_the_orchestrator(env: dict[str, str], sou
                                                         added: list[str]) -> None:
     nnodes = env.get("SLURM_NNODES") or env.get("LWS_GROUP_SIZE") or env.get("SKYPILOT_NUM_NODES")
     args = ["--model-path", "m", "--nnodes", str(nnodes)]
-    p = place(args, env, TABLE)
+    p = place(parse_cmdline(args, TABLE), env)
     assert p.source == source
     assert list(p.added) == added
     assert list(p.sglang_args) == args + added
@@ -46,19 +47,19 @@ def test_rank_and_rendezvous_come_from_the_orchestrator(env: dict[str, str], sou
 
 
 def test_users_flags_win_and_a_disagreeing_orchestrator_is_noted() -> None:
-    p = place(["--nnodes", "2", "--node-rank", "0", "--dist-init-addr", "h:1"], SLURM, TABLE)
+    p = place(parse_cmdline(["--nnodes", "2", "--node-rank", "0", "--dist-init-addr", "h:1"], TABLE), SLURM)
     assert (p.source, p.node_rank, p.added, p.dist_init_addr) == ("--node-rank", 0, (), "h:1")
     assert p.notes and "SLURM_NODEID=1 (yours wins)" in p.notes[0]
 
 
 def test_users_dist_init_addr_is_kept_and_the_port_variable_is_used() -> None:
-    assert place(["--nnodes", "2", "--dist-init-addr", "head:5000"], LWS, TABLE).added == ("--node-rank", "1")
-    p = place(["--nnodes", "2"], {**LWS, "SGLWRAP_DIST_INIT_PORT": "29500"}, TABLE)
+    assert place(parse_cmdline(["--nnodes", "2", "--dist-init-addr", "head:5000"], TABLE), LWS).added == ("--node-rank", "1")
+    p = place(parse_cmdline(["--nnodes", "2"], TABLE), {**LWS, "SGLWRAP_DIST_INIT_PORT": "29500"})
     assert p.dist_init_addr == "sglang-0.sglang.ns.svc:29500"
 
 
 def test_single_node_is_left_alone_even_inside_an_allocation() -> None:
-    p = place(["--model-path", "m"], SLURM, TABLE)
+    p = place(parse_cmdline(["--model-path", "m"], TABLE), SLURM)
     assert (p.nnodes, p.node_rank, p.added, p.source) == (1, 0, (), "single node")
     assert p.notes and "SLURM_NNODES=2" in p.notes[0]
 
@@ -80,7 +81,7 @@ def test_single_node_is_left_alone_even_inside_an_allocation() -> None:
 def test_unusable_placements_are_refused_with_the_reason(args: list[str], env: dict[str, str],
                                                          message: str) -> None:
     with pytest.raises(ConfigError, match=message) as e:
-        place(["--model-path", "m", *args], env, TABLE)
+        place(parse_cmdline(["--model-path", "m", *args], TABLE), env)
     assert e.value.exit_code == 78
 
 

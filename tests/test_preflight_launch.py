@@ -31,7 +31,7 @@ def story(tmp_path: Path) -> str:
 
 def test_downgraded_profile_is_what_launches_and_the_manifest_says_why(
         capsys: pytest.CaptureFixture[str], story: str) -> None:
-    rc = main(["launch", "--dry-run", "--json", "--profile", story, "--assume", "8xRTX-PRO-6000",
+    rc = main(["launch", "--dry-run", "--keep", "--json", "--profile", story, "--assume", "8xRTX-PRO-6000",
                "--assume-stack", STORY, "--", "--model-path", "m", "--tp-size", "8"])
     out = capsys.readouterr()
     assert rc == 0, out.err
@@ -62,7 +62,7 @@ def test_blocked_launch_exits_78_before_sglang(capsys: pytest.CaptureFixture[str
 
 
 def test_force_launches_and_records_the_blocks(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["launch", "--dry-run", "--json", "--force", "--profile", "fewchan", "--assume", "8xRTX-PRO-6000",
+    rc = main(["launch", "--dry-run", "--keep", "--json", "--force", "--profile", "fewchan", "--assume", "8xRTX-PRO-6000",
                "--assume-stack", STORY, "--", "--model-path", "m", "--tp-size", "8",
                "--moe-a2a-backend", "flashinfer"])
     doc = json.loads(capsys.readouterr().out)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from sglwrap.errors import ConfigError
+from sglwrap.sglang.cmdline import parse_cmdline
 from sglwrap.sglang.flags import bundled_table
 from sglwrap.supervise import Endpoint, endpoint_from_args, stop_grace_from_env
 
@@ -289,26 +290,26 @@ def test_watchdog_pings_only_while_health_answers(notify: Collector, tmp_path: P
                  id="tls"),
 ])
 def test_endpoint_is_read_from_the_users_sglang_args(args: list[str], want: Endpoint) -> None:
-    assert endpoint_from_args(["--model-path", "m", *args], bundled_table("0.5.23")) == want
+    assert endpoint_from_args(parse_cmdline(["--model-path", "m", *args], bundled_table("0.5.23"))) == want
 
 
 def test_endpoint_from_sglangs_config_file_and_cli_wins(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("host: 0.0.0.0\nport: 9100\n")
     table = bundled_table("0.5.23")
-    assert endpoint_from_args(["--config", str(cfg)], table) == Endpoint("127.0.0.1", 9100)
-    assert endpoint_from_args(["--config", str(cfg), "--port", "9200"], table).port == 9200
+    assert endpoint_from_args(parse_cmdline(["--config", str(cfg)], table)) == Endpoint("127.0.0.1", 9100)
+    assert endpoint_from_args(parse_cmdline(["--config", str(cfg), "--port", "9200"], table)).port == 9200
     assert Endpoint("::1", 1).url == "http://[::1]:1"
 
 
 def test_grpc_mode_has_no_health_to_notify_from() -> None:
     with pytest.raises(ConfigError, match=r"--grpc-mode serves gRPC.*drop --notify"):
-        endpoint_from_args(["--model-path", "m", "--grpc-mode"], bundled_table("0.5.23"))
+        endpoint_from_args(parse_cmdline(["--model-path", "m", "--grpc-mode"], bundled_table("0.5.23")))
 
 
 def test_bad_port_names_the_flag_and_the_range() -> None:
     with pytest.raises(ConfigError, match=r"--port '70000': expected a TCP port number 1-65535"):
-        endpoint_from_args(["--port", "70000"], bundled_table("0.5.23"))
+        endpoint_from_args(parse_cmdline(["--port", "70000"], bundled_table("0.5.23")))
 
 
 @pytest.mark.parametrize("raw", ["soon", "-1", "nan", "inf"])

@@ -61,11 +61,9 @@ def graph_flag(nodes: tuple[NodeLog, ...], version: str | None) -> str:
 
 
 def _ver(v: str) -> tuple[int, ...]:
-    parts = []
-    for p in v.split(".")[:3]:
-        digits = "".join(ch for ch in p if ch.isdigit()) or "0"
-        parts.append(int(digits[:6]))
-    return tuple(parts)
+    from sglwrap.versions import release
+
+    return release(v) or (0,)
 
 
 def budget(ranks: tuple[RankMemory, ...], f: float | None) -> Budget:

@@ -150,7 +150,10 @@ def apply_assume_stack(facts: HostFacts, overrides: Mapping[str, str]) -> HostFa
         if key == "driver":
             driver, cuda_drv = value, None
         elif key == "cuda-driver":
-            major, _, minor = value.partition(".")
+            major, _, minor = value.strip().partition(".")
+            if not major.isdigit() or minor and not minor.isdigit():
+                raise UsageError(f"--assume-stack cuda-driver={value!r}: expected the CUDA version the driver "
+                                 "supports, MAJOR.MINOR (e.g. cuda-driver=12.8)")
             cuda_drv = int(major) * 1000 + int(minor or 0) * 10
         elif key == "torch-arch":
             probes["torch_arch_override"] = [a for a in re.split(r"[:; ]+", value) if a]

@@ -17,10 +17,9 @@ Version = tuple[int, ...]
 
 def parse_version(text: str | None) -> Version | None:
     """``"2.9.1+cu128"`` -> (2, 9, 1); None when there is no leading number."""
-    if not text:
-        return None
-    m = re.match(r"^\s*v?(\d+(?:\.\d+)*)", text)
-    return tuple(int(p) for p in m.group(1).split(".")) if m else None
+    from sglwrap.versions import release
+
+    return release(text)
 
 
 def local_tag(text: str | None) -> str | None:

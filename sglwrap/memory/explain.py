@@ -16,11 +16,11 @@ def gib(n: float) -> str:
 
 
 def _vkey(v: str | None) -> tuple[int, ...]:
-    out = []
-    for part in (v or "0.5.23").split("+")[0].split("."):
-        digits = "".join(c for c in part if c.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out)
+    """Release numbers (sglwrap.versions; None reads as the newest modelled release, 0.5.23)."""
+    from sglwrap.versions import release
+
+    r = release(v or "0.5.23") or (0,)
+    return r + (0,) * (3 - len(r))
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 from sglwrap.errors import ConfigError
 from sglwrap.fsutil import atomic_write_text
 from sglwrap.sglang.release import TargetRelease, installed_version_text, resolve_target, target_python
+from sglwrap.versions import parse as parse_version
 
 TABLE_SCHEMA = 2
 
@@ -226,8 +227,8 @@ def bundled_table(version: str | None = None) -> FlagTable:
     if not versions:
         raise ConfigError("SGLang is not installed and no bundled flag table ships with this sglwrap")
     pick = versions[-1]
-    if version is not None:
-        want = Version(version)
+    want = parse_version(version)
+    if want is not None:
         exact = [v for v in versions if Version(v) == want]
         older = [v for v in versions if Version(v) <= want]
         pick = exact[0] if exact else (older[-1] if older else versions[0])

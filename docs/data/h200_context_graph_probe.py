@@ -106,7 +106,7 @@ def main() -> None:
     t0 = time.time()
     torch.cuda.init()
     free0, total0 = torch.cuda.mem_get_info()
-    x = torch.ones(1, device="cuda")
+    torch.ones(1, device="cuda")
     torch.cuda.synchronize()
     free1, total1 = torch.cuda.mem_get_info()
     res.update(torch=torch.__version__, cuda=torch.version.cuda, gpu=torch.cuda.get_device_name(),
@@ -173,7 +173,8 @@ def main() -> None:
             rows.append({"bs": bs, "used_since_base_mib": (base - torch.cuda.mem_get_info()[0]) / MIB})
         graphs[name] = {"hidden": h, "layers": layers, "intermediate": inter, "captures": rows,
                         "total_mib": rows[-1]["used_since_base_mib"]}
-        del keep, ws, static_in
+        keep.clear()
+        ws.clear()
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
     res["graphs"] = graphs

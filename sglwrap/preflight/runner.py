@@ -18,6 +18,16 @@ from sglwrap.preflight.checks_comm import (
 )
 from sglwrap.preflight.checks_host import check_gpu_count, check_gpu_processes, check_nccl_env, check_sglang_flags
 from sglwrap.preflight.checks_memory import check_memory
+from sglwrap.preflight.checks_hostenv import HOSTENV_CHECKS
+from sglwrap.preflight.checks_model import (
+    check_context_length,
+    check_model_arch,
+    check_model_parallel,
+    check_model_quant,
+    check_speculative,
+)
+from sglwrap.preflight.deps import check_python_deps
+from sglwrap.preflight.sglang_selfcheck import check_sglang_selfcheck
 from sglwrap.preflight.checks_stack import check_cuda_driver, check_flashinfer_cubin, check_torch_arch
 from sglwrap.preflight.model import Context, FeatureChange, Status, Verdict
 from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for, parse_cmdline
@@ -42,6 +52,14 @@ CHECKS: tuple[Callable[[Context], Verdict], ...] = (
     check_nccl_env,
     check_gpu_processes,
     check_memory,
+    check_model_arch,
+    check_model_quant,
+    check_model_parallel,
+    check_context_length,
+    check_speculative,
+    check_sglang_selfcheck,
+    check_python_deps,
+    *HOSTENV_CHECKS,
 )
 
 

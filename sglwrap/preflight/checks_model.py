@@ -1,0 +1,443 @@
+"""Checks of the model against the target SGLang release and the parallel sizes: model-arch, model-quant,
+model-parallel, context-length, speculative.
+
+Each rule mirrors a line of SGLang's own code, cited as ``file:line (releases)``. The model's ``config.json`` is
+found as the memory planner finds it (``sglwrap.memory.model.find_config``: a local directory, the offline HF
+cache, the built-in catalogue). What a release registers (model architectures, quantization methods) comes from
+the release data bundled with sglwrap (``table.extra`` of ``sglwrap/data/sglang/sglang-<v>.json``), or, for the
+installed release, from its own ``srt/`` files read with ``ast`` (no import).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from sglwrap.errors import ConfigError, UsageError
+from sglwrap.memory.model import ModelShape, context_length, find_config, shape_from_config
+from sglwrap.preflight.model import Context, Status, Verdict
+
+# Releases from which an architecture SGLang does not register is handed to the Transformers backend
+# (``srt/models/transformers.py`` first ships in 0.4.9; ``model_loader/utils.py`` ``resolve_transformers_arch``).
+TRANSFORMERS_FALLBACK = "TransformersForCausalLM"
+# Architectures whose checkpoint carries its own MTP/NEXTN layers: SGLang 0.5.23 sets the draft model to the
+# target (srt/arg_groups/speculative_hook.py:1120-1145); older releases had the DeepSeek-V3 family only.
+BUNDLED_DRAFT_ARCHS = frozenset({
+    "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM", "Glm4MoeForCausalLM",
+    "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM", "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM",
+    "BailingMoeV2_5ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "HYV3ForCausalLM",
+    "HYV4ForCausalLM", "Qwen4ExpForConditionalGeneration",
+})
+_NEXTN_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """The model's config.json (raw), where it came from, and its shape as SGLang sizes it."""
+
+    config: dict[str, Any]
+    source: str
+    shape: ModelShape
+    directory: Path
+
+    @property
+    def text_config(self) -> dict[str, Any]:
+        for key in ("text_config", "llm_config", "language_config"):
+            sub = self.config.get(key)
+            if isinstance(sub, dict) and sub.get("num_hidden_layers"):
+                return sub
+        return self.config
+
+    @property
+    def architectures(self) -> list[str]:
+        archs = self.config.get("architectures") or self.text_config.get("architectures") or []
+        return [str(a) for a in archs]
+
+
+@functools.lru_cache(maxsize=16)
+def _load(model_path: str) -> ModelFacts | str:
+    try:
+        path, source = find_config(model_path)
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+        shape = shape_from_config(cfg, name=model_path.rstrip("/").rsplit("/", 1)[-1], source=source,
+                                  directory=str(path.parent))
+    except UsageError as e:
+        return str(e)
+    except (OSError, json.JSONDecodeError, ConfigError) as e:
+        return f"--model-path {model_path}: cannot read its config.json ({e})"
+    return ModelFacts(config=cfg, source=source, shape=shape, directory=path.parent)
+
+
+def model_facts(ctx: Context) -> ModelFacts | str:
+    """The model's facts, or why there are none (no --model-path, no config.json found)."""
+    mp = ctx.args.model_path
+    if not mp:
+        return "no --model-path given"
+    return _load(mp)
+
+
+def target_version(ctx: Context) -> str:
+    """The SGLang release the plan is for: the assumed/installed one of the facts, else the flag table's."""
+    return ctx.stack.sglang or ctx.args.version
+
+
+# --- what a release registers -----------------------------------------------------------------------------
+
+
+def _bundled_release_data() -> dict[str, dict[str, Any]]:
+    from sglwrap.sglang.flags import bundled_dir
+
+    out: dict[str, dict[str, Any]] = {}
+    for p in bundled_dir().glob("sglang-*.json"):
+        try:
+            raw = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        out[str(raw.get("version", p.stem.removeprefix("sglang-")))] = raw
+    return out
+
+
+_BUNDLED: dict[str, dict[str, Any]] | None = None
+
+
+def bundled_release_data() -> dict[str, dict[str, Any]]:
+    """Every bundled release's data by version (read once per process)."""
+    global _BUNDLED
+    if _BUNDLED is None:
+        _BUNDLED = _bundled_release_data()
+    return _BUNDLED
+
+
+def entry_classes(models_dir: Path) -> frozenset[str]:
+    """The ``EntryClass`` names of ``srt/models/*.py`` (SGLang's registry, ``pkgutil.iter_modules``), by ``ast``."""
+    from sglwrap.sglang.generate import read_architectures
+
+    return frozenset(read_architectures(models_dir.parent.parent)["architectures"])
+
+
+def quantization_registry(pkg: Path) -> frozenset[str]:
+    """The keys of ``srt/layers/quantization/__init__.py``'s ``(BASE_|VLLM_)QUANTIZATION_METHODS`` dicts: the
+    names ``ModelConfig._verify_quantization`` accepts (a superset of ``--quantization``'s choices)."""
+    path = pkg / "srt" / "layers" / "quantization" / "__init__.py"
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError):
+        return frozenset()
+    names: set[str] = set()
+    pattern = re.compile(r"(BASE_|VLLM_)?QUANTIZATION_METHODS")
+
+    def keys(d: ast.expr | None) -> None:
+        if isinstance(d, ast.Dict):
+            names.update(k.value for k in d.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+
+    for node in ast.walk(tree):  # the dicts, their ``.update({...})`` under platform ifs, ``X["name"] = ...``
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name) and pattern.fullmatch(t.id):
+                    keys(node.value)
+                elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and pattern.fullmatch(t.value.id) \
+                        and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
+                    names.add(t.slice.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update" \
+                and isinstance(node.func.value, ast.Name) and pattern.fullmatch(node.func.value.id) and node.args:
+            keys(node.args[0])
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=4)
+def installed_package_dir(python: str, dist: str = "sglang") -> Path | None:
+    """The installed package directory of ``dist`` for ``python`` (from metadata, no import)."""
+    from sglwrap.host.stack import site_paths
+
+    for d in metadata.distributions(name=dist, path=site_paths(python)):
+        pkg = Path(str(d.locate_file(dist.replace("-", "_"))))
+        return pkg if pkg.is_dir() else None
+    return None
+
+
+def _installed_pkg(ctx: Context, version: str) -> Path | None:
+    from sglwrap.sglang.release import target_python
+
+    python = target_python(ctx.environ)
+    installed = ctx.facts.packages.get("sglang")
+    if installed is None or installed.split("+")[0] != version:
+        return None
+    return installed_package_dir(python)
+
+
+def release_architectures(ctx: Context, version: str) -> tuple[frozenset[str], str] | None:
+    """(architectures release ``version`` registers, where that was read), or None when unknown."""
+    extra = ctx.args.table.extra if ctx.args.version == version else {}
+    if extra.get("architectures"):
+        return frozenset(extra["architectures"]), f"release data {ctx.args.table.source}"
+    raw = bundled_release_data().get(version)
+    if raw and raw.get("architectures"):
+        return frozenset(raw["architectures"]), f"bundled data sglang-{version}.json"
+    pkg = _installed_pkg(ctx, version)
+    if pkg is not None and (pkg / "srt" / "models").is_dir():
+        return entry_classes(pkg / "srt" / "models"), f"installed {pkg}/srt/models"
+    return None
+
+
+def first_release_with(arch: str, catalogue: Mapping[str, Iterable[str]]) -> str | None:
+    """The oldest release in ``catalogue`` (version -> architectures) that registers ``arch``."""
+    from packaging.version import InvalidVersion, Version
+
+    found: list[Version] = []
+    for v, archs in catalogue.items():
+        try:
+            if arch in set(archs):
+                found.append(Version(v))
+        except InvalidVersion:
+            continue
+    return str(min(found)) if found else None
+
+
+def architectures_catalogue() -> dict[str, frozenset[str]]:
+    """Bundled releases' architectures (version -> names), for "first supported in"."""
+    return {v: frozenset(r["architectures"]) for v, r in bundled_release_data().items() if r.get("architectures")}
+
+
+# --- model-arch ------------------------------------------------------------------------------------------
+
+
+def arch_verdict(archs: list[str], registered: frozenset[str], version: str, where: str,
+                 catalogue: Mapping[str, Iterable[str]]) -> Verdict:
+    """model-arch from the model's ``architectures`` and what release ``version`` registers (pure)."""
+    cid = "model-arch"
+    if not archs:
+        return Verdict(cid, Status.WARN, "config.json has no 'architectures': SGLang cannot pick a model class "
+                       "(srt/models/registry.py 'No model architectures are specified')",
+                       "add \"architectures\": [\"<ModelClass>\"] to config.json")
+    hit = [a for a in archs if a in registered]
+    if hit:
+        return Verdict(cid, Status.PASS, f"SGLang {version} registers {hit[0]} ({where})")
+    firsts = {a: first_release_with(a, catalogue) for a in archs}
+    named = [f"{a} (first in {r})" for a, r in firsts.items() if r]
+    since = min((r for r in firsts.values() if r), default=None, key=_vkey)
+    later = f"; {', '.join(named)}" if named else "; no release sglwrap knows registers it"
+    fix = f"upgrade SGLang to >= {since}" if since else "use a model SGLang supports, or --model-impl transformers"
+    msg = (f"SGLang {version} does not register {', '.join(archs)} ({where}){later}: "
+           f"'Model architectures {archs} are not supported for now' (srt/models/registry.py)")
+    if TRANSFORMERS_FALLBACK in registered:
+        return Verdict(cid, Status.WARN, msg.replace(": 'Model", ": it falls back to the Transformers backend "
+                                                     "(slower, fails if transformers lacks the class) instead of "
+                                                     "'Model"), fix)
+    return Verdict(cid, Status.BLOCK, msg, fix)
+
+
+def _vkey(v: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.+]", v))
+
+
+def check_model_arch(ctx: Context) -> Verdict:
+    """The model's ``architectures`` must be registered by the target release (or handed to the Transformers
+    backend, 0.4.9+); a block names the first release that registers it."""
+    cid = "model-arch"
+    mf = model_facts(ctx)
+    if isinstance(mf, str):
+        return Verdict(cid, Status.SKIP, mf)
+    version = target_version(ctx)
+    reg = release_architectures(ctx, version)
+    if reg is None:
+        return Verdict(cid, Status.SKIP, f"no architecture list for SGLang {version} (not bundled, not installed)")
+    return arch_verdict(mf.architectures, reg[0], version, reg[1], architectures_catalogue())
+
+
+# --- model-quant ------------------------------------------------------------------------------------------
+
+
+def checkpoint_quant_method(cfg: Mapping[str, Any]) -> str | None:
+    """The checkpoint's ``quantization_config.quant_method`` (lowercased), as ModelConfig reads it."""
+    q = cfg.get("quantization_config") or cfg.get("compression_config")
+    if not isinstance(q, dict):
+        tc = cfg.get("text_config")
+        q = tc.get("quantization_config") if isinstance(tc, dict) else None
+    if not isinstance(q, dict):
+        return None
+    m = q.get("quant_method")
+    return str(m).lower() if m else None
+
+
+def check_model_quant(ctx: Context) -> Verdict:
+    """The checkpoint's quantization method must be one the release knows: ModelConfig raises 'Unknown
+    quantization method: X. Must be one of [...]' (srt/configs/model_config.py:2150-2154, 0.5.23; same check
+    since 0.3)."""
+    cid = "model-quant"
+    mf = model_facts(ctx)
+    if isinstance(mf, str):
+        return Verdict(cid, Status.SKIP, mf)
+    method = checkpoint_quant_method(mf.config)
+    user = ctx.args.get("quantization") if ctx.args.is_given("quantization") else None
+    if method is None:
+        return Verdict(cid, Status.PASS, "unquantized checkpoint" + (f"; --quantization {user}" if user else ""))
+    version = target_version(ctx)
+    pkg = _installed_pkg(ctx, version)
+    known = quantization_registry(pkg) if pkg is not None else frozenset()
+    where = f"installed {pkg}/srt/layers/quantization" if known else ""
+    sure = bool(known)
+    if not known:
+        extra = ctx.args.table.extra if ctx.args.version == version else {}
+        listed = extra.get("quantization_methods") or (bundled_release_data().get(version) or {}).get(
+            "quantization_methods")
+        info = ctx.args.table.by_dest("quantization")
+        if not listed and info is not None and info.choices and ctx.args.version == version:
+            listed = list(info.choices)
+        if not listed:
+            return Verdict(cid, Status.SKIP, f"checkpoint quant_method {method}; no method list for SGLang {version}")
+        known, where = frozenset(str(x) for x in listed), "--quantization choices (a subset of what it loads)"
+    if method in known or method.replace("_", "-") in known:
+        return Verdict(cid, Status.PASS, f"checkpoint quant_method {method} is known to SGLang {version} ({where})")
+    reason = (f"checkpoint quant_method {method!r} is not a quantization method of SGLang {version} ({where}): "
+              f"ModelConfig raises 'Unknown quantization method: {method}'")
+    fix = "upgrade SGLang to a release that loads it, or use a checkpoint in a supported format"
+    return Verdict(cid, Status.BLOCK if sure else Status.WARN, reason, fix)
+
+
+# --- model-parallel ---------------------------------------------------------------------------------------
+
+
+def parallel_problems(shape: ModelShape, cfg: Mapping[str, Any], *, tp: int, pp: int, ep: int, attn_dp: int,
+                      moe_a2a: str | None, environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(what is wrong, fix) for each parallel size the model cannot be split by (pure)."""
+    out: list[tuple[str, str]] = []
+    attn_tp = tp // attn_dp if attn_dp > 1 and tp % attn_dp == 0 else tp
+    if attn_dp > 1 and tp % attn_dp:
+        out.append((f"--tp-size {tp} is not divisible by the attention-DP size {attn_dp}: SGLang asserts 'tp_size "
+                    "must be divisible by attn_dp_size' (srt/arg_groups/parallel_hook.py:162, 0.5.23; "
+                    "server_args.py 'dp_size' checks before)", f"use a --dp-size that divides {tp}"))
+    what = f"attention TP {attn_tp} (tp {tp} / attn-dp {attn_dp})" if attn_dp > 1 else f"--tp-size {tp}"
+    heads, kv = shape.num_attention_heads, shape.num_kv_heads
+    divisors = [d for d in range(1, 2 * max(heads, 1) + 1) if heads % d == 0]
+    if heads % attn_tp:
+        ok = [d for d in divisors if d <= max(tp, 8)]
+        out.append((f"{shape.name} has {heads} attention heads, not divisible by {what}: the model asserts "
+                    "'total_num_heads % tp_size == 0' (srt/models/llama.py:183 in 0.5.23, :118 in 0.4.6; "
+                    "qwen3.py:166 with attn_tp_size)", f"use a --tp-size that divides {heads}: "
+                    f"{', '.join(map(str, ok))}"))
+    elif not shape.is_mla and kv and (kv % attn_tp if kv >= attn_tp else attn_tp % kv):
+        rule = "total_num_kv_heads % tp_size == 0" if kv >= attn_tp else "tp_size % total_num_kv_heads == 0"
+        out.append((f"{shape.name} has {kv} KV heads and {what}: the model asserts '{rule}' "
+                    "(srt/models/llama.py:186-193, 0.5.23)", f"use a --tp-size that divides {kv} or a multiple of it"))
+    experts = shape.n_routed_experts
+    moe_ep = ep if ep > 1 else (tp if moe_a2a not in (None, "none") else 1)
+    if experts and moe_ep > 1 and experts % moe_ep:
+        out.append((f"{shape.name} has {experts} routed experts, not divisible by EP size {moe_ep}: FusedMoE "
+                    "asserts '_num_global_routed % storage_ep_size == 0' "
+                    "(srt/layers/moe/fused_moe_triton/layer.py:414, 0.5.23)",
+                    f"use an --ep-size that divides {experts}"))
+    layers = shape.num_layers
+    if pp > 1:
+        part = environ.get("SGLANG_PP_LAYER_PARTITION")
+        if pp > layers:
+            out.append((f"--pp-size {pp} exceeds the model's {layers} layers: make_layers asserts "
+                        "'num_hidden_layers >= pp_size' (srt/utils/common.py:1635, 0.5.23)",
+                        f"use --pp-size <= {layers}"))
+        elif part:
+            try:
+                parts = [int(x) for x in part.split(",")]
+            except ValueError:
+                parts = []
+            if len(parts) != pp or sum(parts) != layers:
+                out.append((f"SGLANG_PP_LAYER_PARTITION={part} must list {pp} stages summing to {layers} layers "
+                            "(srt/distributed/utils.py:123-133 get_pp_indices, 0.5.23)",
+                            "fix the partition list or unset it (SGLang then splits evenly)"))
+    return out
+
+
+def check_model_parallel(ctx: Context) -> Verdict:
+    """Attention/KV heads vs TP (attention TP under DP attention), experts vs EP, layers vs PP, TP vs DP
+    attention: the model files' own assertions, checked before NCCL starts."""
+    cid = "model-parallel"
+    mf = model_facts(ctx)
+    if isinstance(mf, str):
+        return Verdict(cid, Status.SKIP, mf)
+    a = ctx.args
+    moe_a2a = a.get("moe_a2a_backend")
+    env = {**ctx.environ}
+    if ctx.profile is not None:
+        env.update({k: v.value for k, v in ctx.profile.env.items()})
+    probs = parallel_problems(mf.shape, mf.config, tp=a.tp, pp=a.pp, ep=a.ep, attn_dp=a.attn_dp,
+                              moe_a2a=None if moe_a2a is None else str(moe_a2a), environ=env)
+    s = mf.shape
+    facts = (f"{s.name}: {s.num_attention_heads} heads, {s.num_kv_heads} KV heads, {s.num_layers} layers"
+             + (f", {s.n_routed_experts} experts" if s.n_routed_experts else "") + f" ({mf.source})")
+    if probs:
+        return Verdict(cid, Status.BLOCK, "; ".join(p for p, _ in probs), "; ".join(f for _, f in probs))
+    return Verdict(cid, Status.PASS, f"{facts} split by tp={a.tp} pp={a.pp} ep={a.ep} attn-dp={a.attn_dp}")
+
+
+# --- context-length ---------------------------------------------------------------------------------------
+
+
+def check_context_length(ctx: Context) -> Verdict:
+    """``--context-length`` above the derived context is a ValueError in ModelConfig unless
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set (srt/configs/model_config.py:1291-1316 in 0.5.23; the same
+    check since 0.3.6)."""
+    cid = "context-length"
+    if not ctx.args.is_given("context_length") or ctx.args.get("context_length") is None:
+        return Verdict(cid, Status.PASS, "--context-length not given: SGLang derives it from config.json")
+    mf = model_facts(ctx)
+    if isinstance(mf, str):
+        return Verdict(cid, Status.SKIP, mf)
+    want = int(ctx.args.get("context_length"))
+    derived = context_length(mf.text_config)
+    if want <= derived:
+        return Verdict(cid, Status.PASS, f"--context-length {want} <= the derived context_length {derived}")
+    allow = (ctx.env("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") or "").strip().lower()
+    msg = (f"User-specified context_length ({want}) is greater than the derived context_length ({derived})")
+    if allow in ("1", "true", "yes", "on"):
+        return Verdict(cid, Status.WARN, f"{msg}; allowed by SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN={allow}: "
+                       "'This may lead to incorrect model outputs or CUDA errors'",
+                       "check the model was trained (or rope-scaled) for this length")
+    return Verdict(cid, Status.BLOCK, f"{msg}: SGLang's ModelConfig raises ValueError "
+                   "(srt/configs/model_config.py:1296-1316, 0.5.23)",
+                   f"use --context-length <= {derived}, or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 if the "
+                   "model really supports it")
+
+
+# --- speculative ------------------------------------------------------------------------------------------
+
+
+def nextn_layers(cfg: Mapping[str, Any]) -> int:
+    """MTP/NEXTN layers the checkpoint carries (``num_nextn_predict_layers`` and its aliases)."""
+    for src in (cfg, cfg.get("text_config") or {}):
+        for k in _NEXTN_KEYS:
+            if isinstance(src, dict) and src.get(k):
+                return int(src[k])
+    return 0
+
+
+def check_speculative(ctx: Context) -> Verdict:
+    """EAGLE/EAGLE3/NEXTN need a draft: ``--speculative-draft-model-path``, or MTP layers in the checkpoint of an
+    architecture SGLang takes its draft from (srt/arg_groups/speculative_hook.py:1120-1145, 0.5.23)."""
+    cid = "speculative"
+    algo = ctx.args.get("speculative_algorithm")
+    if not algo:
+        return Verdict(cid, Status.PASS, "no speculative decoding")
+    algo = str(algo).upper()
+    if algo not in ("EAGLE", "EAGLE3", "NEXTN", "MTP"):
+        return Verdict(cid, Status.PASS, f"--speculative-algorithm {algo}: not checked against the model")
+    if ctx.args.get("speculative_draft_model_path"):
+        return Verdict(cid, Status.PASS, f"{algo} with draft {ctx.args.get('speculative_draft_model_path')}")
+    mf = model_facts(ctx)
+    if isinstance(mf, str):
+        return Verdict(cid, Status.SKIP, mf)
+    arch = mf.architectures[0] if mf.architectures else "?"
+    layers = nextn_layers(mf.config)
+    if algo != "EAGLE3" and arch in BUNDLED_DRAFT_ARCHS and layers > 0:
+        return Verdict(cid, Status.PASS, f"{algo}: {arch} carries {layers} NEXTN layer(s), SGLang drafts with them")
+    why = (f"{arch} carries no NEXTN/MTP layers" if arch in BUNDLED_DRAFT_ARCHS and algo != "EAGLE3"
+           else f"SGLang does not take a draft from a {arch} checkpoint" if algo != "EAGLE3"
+           else "EAGLE3 always needs a separate draft model")
+    return Verdict(cid, Status.BLOCK, f"--speculative-algorithm {algo} without --speculative-draft-model-path: "
+                   f"{why}; SGLang fails at startup (speculative_hook.py:1120-1145 in 0.5.23 sets a draft only for "
+                   "MTP checkpoints)", "pass --speculative-draft-model-path <EAGLE draft for this model>")

@@ -1,0 +1,230 @@
+"""Python dependency pins: ``python-deps``.
+
+Two questions, answered from installed package metadata and ``ast`` reads (nothing is imported, no network):
+
+- the model's ``config.json`` against the installed transformers: its ``model_type`` must be a config class that
+  transformers (``models/auto/configuration_auto.py`` ``CONFIG_MAPPING_NAMES``) or SGLang (``srt/configs``) knows,
+  else ``AutoConfig`` fails ("does not recognize this architecture"), unless ``auto_map`` brings the code and
+  ``--trust-remote-code`` allows it; a ``transformers_version`` newer than the installed one is a warning;
+- SGLang's own pins (``Requires-Dist`` of the installed ``sglang``) against what is installed, resolver-style with
+  ``packaging`` (markers evaluated for this interpreter, extras ignored).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from packaging.markers import InvalidMarker, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from sglwrap.preflight.model import Context, Status, Verdict
+
+# Pins whose mismatch breaks the launch itself (an import or a kernel ABI), not an optional feature.
+HARD_PINS = frozenset({"torch", "transformers", "sglang-kernel", "sgl-kernel", "flashinfer-python", "triton"})
+
+
+@dataclass(frozen=True)
+class PinProblem:
+    """One requirement of SGLang the environment does not meet."""
+
+    requirement: str
+    installed: str | None  # None: not installed
+
+    @property
+    def name(self) -> str:
+        return canonicalize_name(Requirement(self.requirement).name)
+
+    def __str__(self) -> str:
+        return f"{self.requirement} (installed: {self.installed or 'none'})"
+
+
+def unmet_requirements(requires: Iterable[str], installed: Mapping[str, str]) -> list[PinProblem]:
+    """Requirements (``Requires-Dist`` lines) not met by ``installed`` (canonical name -> version); markers are
+    evaluated for this interpreter with no extra, so optional extras are never demanded (pure)."""
+    out: list[PinProblem] = []
+    for line in requires:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None:
+            try:
+                if not req.marker.evaluate({"extra": ""}):
+                    continue
+            except (InvalidMarker, UndefinedEnvironmentName):
+                continue
+        have = installed.get(canonicalize_name(req.name))
+        if have is None:
+            out.append(PinProblem(str(req), None))
+            continue
+        try:
+            ok = req.specifier.contains(Version(have), prereleases=True)
+        except InvalidVersion:
+            continue
+        if not ok:
+            out.append(PinProblem(str(req), have))
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dict[str, str]]:
+    """(canonical name -> version of every installed distribution, sglang's Requires-Dist, package dirs)."""
+    from sglwrap.host.stack import site_paths
+
+    versions: dict[str, str] = {}
+    requires: tuple[str, ...] = ()
+    dirs: dict[str, str] = {}
+    for dist in metadata.distributions(path=site_paths(python)):
+        name = dist.metadata.get("Name")
+        if not name:
+            continue
+        cname = canonicalize_name(name)
+        if cname in versions:
+            continue
+        versions[cname] = dist.version
+        if cname in ("sglang", "transformers"):
+            dirs[cname] = str(dist.locate_file(cname))
+            if cname == "sglang":
+                requires = tuple(dist.requires or ())
+    return versions, requires, dirs
+
+
+def transformers_model_types(pkg: Path) -> frozenset[str]:
+    """The ``model_type`` keys of transformers' ``CONFIG_MAPPING_NAMES`` (``models/auto/configuration_auto.py``,
+    ``auto_mappings.py`` in newer releases): its assignments and ``.update(...)`` calls, read with ``ast``."""
+    out: set[str] = set()
+
+    def collect(value: ast.AST) -> None:
+        for n in ast.walk(value):
+            if isinstance(n, ast.Tuple) and len(n.elts) == 2 and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in n.elts):
+                out.add(str(n.elts[0].value))  # type: ignore[attr-defined]
+            elif isinstance(n, ast.Dict):
+                out.update(k.value for k, v in zip(n.keys, n.values) if isinstance(k, ast.Constant)
+                           and isinstance(k.value, str) and isinstance(v, ast.Constant))
+
+    for name in ("configuration_auto.py", "auto_mappings.py"):
+        try:
+            tree = ast.parse((pkg / "models" / "auto" / name).read_bytes())
+        except (OSError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id == "CONFIG_MAPPING_NAMES" for t in targets):
+                    collect(node.value)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update" \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "CONFIG_MAPPING_NAMES":
+                for arg in node.args:
+                    collect(arg)
+    return frozenset(out)
+
+
+def sglang_model_types(pkg: Path) -> frozenset[str]:
+    """``model_type = "..."`` class attributes of SGLang's own config classes (``srt/configs/*.py``)."""
+    out: set[str] = set()
+    for f in (pkg / "srt" / "configs").glob("*.py"):
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        out.update(re.findall(r"^\s+model_type\s*(?::\s*str\s*)?=\s*[\"']([\w.-]+)[\"']", text, re.M))
+    return frozenset(out)
+
+
+def config_verdict(cfg: Mapping[str, object], transformers: str | None, known_types: frozenset[str],
+                   trust_remote_code: bool) -> tuple[Status, str, str]:
+    """(status, reason, fix) for the config's needs against the installed transformers (pure)."""
+    mtype = cfg.get("model_type")
+    want = cfg.get("transformers_version")
+    auto_map = cfg.get("auto_map")
+    if transformers is None:
+        return Status.BLOCK, "transformers is not installed for the target interpreter", "pip install transformers"
+    notes: list[str] = []
+    status = Status.PASS
+    if isinstance(mtype, str) and known_types and mtype not in known_types:
+        if auto_map and trust_remote_code:
+            notes.append(f"model_type {mtype!r} comes from the checkpoint's own code (auto_map, --trust-remote-code)")
+        elif auto_map:
+            return (Status.BLOCK, f"model_type {mtype!r} is unknown to transformers {transformers} and to SGLang; the "
+                    "checkpoint brings its code (auto_map) but --trust-remote-code is not given: AutoConfig refuses "
+                    "to run it", "pass --trust-remote-code (after reading the checkpoint's code), or upgrade "
+                    f"transformers{f' to >= {want}' if want else ''}")
+        else:
+            return (Status.BLOCK, f"model_type {mtype!r} is unknown to transformers {transformers} and to SGLang: "
+                    "'The checkpoint you are trying to load has model type "
+                    f"`{mtype}` but Transformers does not recognize this architecture'",
+                    f"upgrade transformers{f' to >= {want}' if want else ''} (within SGLang's pin)")
+    if isinstance(want, str):
+        try:
+            if Version(want).release[:2] > Version(transformers).release[:2]:
+                status = Status.WARN
+                notes.append(f"config.json was written by transformers {want}, installed is {transformers} "
+                             "(newer config fields may be ignored)")
+        except InvalidVersion:
+            pass
+    reason = "; ".join(notes) or f"model_type {mtype!r} is known to transformers {transformers}"
+    return status, reason, "upgrade transformers within SGLang's pin" if status is Status.WARN else ""
+
+
+def check_python_deps(ctx: Context) -> Verdict:
+    """The config's transformers needs and SGLang's own pins against the installed packages (metadata only)."""
+    from sglwrap.preflight.checks_model import model_facts
+    from sglwrap.sglang.release import target_python
+
+    cid = "python-deps"
+    target = ctx.stack.sglang or ctx.args.version
+    installed_sglang = ctx.facts.packages.get("sglang")
+    if installed_sglang is None or installed_sglang != target:
+        return Verdict(cid, Status.SKIP, f"SGLang {target} is not the installed release: its pins and the installed "
+                       "transformers are not what will run")
+    python = target_python(ctx.environ)
+    versions, requires, dirs = _environment(python)
+    problems = unmet_requirements(requires, versions)
+    hard = [p for p in problems if p.name in HARD_PINS]
+    soft = [p for p in problems if p.name not in HARD_PINS]
+    parts: list[str] = []
+    status = Status.PASS
+    fix: list[str] = []
+    if hard:
+        status = Status.BLOCK
+        parts.append(f"SGLang {target} requires {', '.join(map(str, hard))}")
+        fix.append("pip install " + " ".join(f"'{Requirement(p.requirement).name}{Requirement(p.requirement).specifier}'"
+                                             for p in hard))
+    if soft:
+        status = max(status, Status.WARN, key=_sev)
+        parts.append(f"unmet pins of SGLang {target}: {', '.join(map(str, soft[:6]))}"
+                     + (f" and {len(soft) - 6} more" if len(soft) > 6 else ""))
+        fix.append("pip check; reinstall sglang into a clean environment")
+    mf = model_facts(ctx)
+    if not isinstance(mf, str):
+        tdir = dirs.get("transformers")
+        known = transformers_model_types(Path(tdir)) if tdir else frozenset()
+        sdir = dirs.get("sglang")
+        if known and sdir:
+            known = known | sglang_model_types(Path(sdir))
+        st, why, f = config_verdict(mf.config, versions.get("transformers"), known,
+                                    bool(ctx.args.get("trust_remote_code")))
+        if st is not Status.PASS:
+            status = max(status, st, key=_sev)
+            parts.append(why)
+            fix.append(f)
+        elif not parts:
+            parts.append(why)
+    if status is Status.PASS:
+        return Verdict(cid, Status.PASS, f"{len(requires)} pins of SGLang {target} met; " + "; ".join(parts))
+    return Verdict(cid, status, "; ".join(parts), "; ".join(x for x in fix if x))
+
+
+def _sev(s: Status) -> int:
+    from sglwrap.preflight.model import SEVERITY
+
+    return SEVERITY[s]

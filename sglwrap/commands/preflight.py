@@ -19,6 +19,7 @@ from sglwrap.argsplit import split_own_args
 # sglwrap's own options here: name -> takes a value. None may equal an SGLang flag (checked in the tests).
 OWN_OPTIONS: dict[str, bool] = {
     "--profile": True, "--json": False, "--assume": True, "--assume-stack": True, "--force": False,
+    "--explain": True,
 }
 
 
@@ -32,6 +33,7 @@ class PreflightOptions:
     assume: str | None = None
     assume_stack: str | None = None
     force: bool = False
+    explain: str | None = None
 
 
 def add_parser(sub: Any) -> None:
@@ -46,6 +48,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--assume-stack", metavar="PKG=VER,...",
                    help="package versions and driver, e.g. sglang=0.5.23,torch=2.9.1+cu128,driver=580.95.05")
     p.add_argument("--force", action="store_true", help="an explicit flag for an unsupported feature only warns")
+    p.add_argument("--explain", metavar="ID", help="print one knowledge-base entry (its conditions, the error users "
+                   "see, the fix and its public sources) and exit")
     p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments (after --)")
 
 
@@ -63,7 +67,8 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> PreflightOpti
     own, sglang_args = split_args(head)
     return PreflightOptions(
         profile=own.get("--profile"), sglang_args=tuple(sglang_args), json=bool(own.get("--json")),
-        assume=own.get("--assume"), assume_stack=own.get("--assume-stack"), force=bool(own.get("--force")))
+        assume=own.get("--assume"), assume_stack=own.get("--assume-stack"), force=bool(own.get("--force")),
+        explain=own.get("--explain"))
 
 
 def preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
@@ -97,11 +102,31 @@ def _assumed_sglang(assume_stack: str | None) -> str | None:
     return assumed_sglang_version(assume_stack)
 
 
+def explain(entry_id: str) -> int:
+    """Print one knowledge-base entry; an unknown id is a usage error naming the closest ids."""
+    import difflib
+
+    from sglwrap.compat.kb import by_id, explain as render, load
+    from sglwrap.errors import UsageError
+
+    table = by_id(load())
+    entry = table.get(entry_id.strip())
+    if entry is None:
+        close = difflib.get_close_matches(entry_id.strip(), list(table), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UsageError(f"--explain {entry_id!r}: no knowledge-base entry with that id{hint} "
+                         f"({len(table)} entries under sglwrap/data/compat/)")
+    sys.stdout.write(render(entry))
+    return 0
+
+
 def run(opts: PreflightOptions) -> int:
     """Print the table on stdout (on stderr with --json, whose one JSON object owns stdout); exit 0/1/78."""
     from sglwrap import term
     from sglwrap.preflight.render import to_json, to_table
 
+    if opts.explain is not None:
+        return explain(opts.explain)
     result, timing = preflight(opts, os.environ)
     stream = sys.stderr if opts.json else sys.stdout
     term.report(to_table(result, width=min(term.width(stream), 140)), stream)

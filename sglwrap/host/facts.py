@@ -75,6 +75,9 @@ class HostFacts:
     provenance: str = ""
     notes: tuple[str, ...] = ()
     cuda_visible_devices: str | None = None  # the value the GPUs above were selected with (None: unset)
+    # read from installed files (sglwrap.host.binaries): arches per CUDA package, nccl, nvcc, cuda_driver_api,
+    # iommu, acs
+    binaries: dict[str, Any] = field(default_factory=dict)
 
     @property
     def gpu_count(self) -> int:
@@ -144,6 +147,7 @@ def facts_from_dict(d: dict[str, Any]) -> HostFacts:
         provenance=str(d.get("provenance", "")),
         notes=tuple(d.get("notes", ())),
         cuda_visible_devices=d.get("cuda_visible_devices"),
+        binaries=dict(d.get("binaries") or {}),
     )
 
 

@@ -41,7 +41,7 @@ class NvmlProbe:
         from sglwrap.host.nvml import probe_nvml
 
         gpu = probe_nvml(environ=self.environ)
-        return with_local_stack(gpu, self.python, environ=self.environ, probe=self.with_stack_probe)
+        return with_local_stack(gpu, self.python, environ=self.environ, probe=self.with_stack_probe, live=True)
 
 
 @dataclass(frozen=True)
@@ -69,16 +69,32 @@ class FileProbe:
 
 
 def with_local_stack(
-    facts: HostFacts, python: str, *, environ: Mapping[str, str] | None = None, probe: bool = True
+    facts: HostFacts, python: str, *, environ: Mapping[str, str] | None = None, probe: bool = True,
+    live: bool = False,
 ) -> HostFacts:
-    """``facts`` plus the package versions of ``python`` and (if ``probe``) its cached import-level facts."""
+    """``facts`` plus the package versions of ``python``, (if ``probe``) its cached import-level facts, and what
+    its installed files say (GPU architectures, NCCL, nvcc; with ``live`` also libcuda and /sys)."""
     packages = stack.package_versions(python)
     probes = dict(facts.probes)
     if probe and packages.get("torch"):
         probes["stack"] = stack.probe_stack(
             python, packages, facts.driver_version, (g.uuid for g in facts.gpus), environ=environ
         )
-    return dataclasses.replace(facts, packages={**facts.packages, **packages}, probes=probes)
+    from sglwrap.host.binaries import binary_facts
+
+    env = os.environ if environ is None else environ
+    binaries = {**binary_facts(stack.site_paths(python), env, live=live), **facts.binaries}
+    binaries["versions"] = {k: v for k, v in packages.items() if k in _BINARY_DISTS}
+    return dataclasses.replace(facts, packages={**facts.packages, **packages}, probes=probes, binaries=binaries)
+
+
+# Distributions whose installed shared objects sglwrap.host.binaries reads, and the name of their entry there.
+_BINARY_DISTS: dict[str, str] = {
+    "sgl-kernel": "sgl-kernel", "sglang-kernel": "sgl-kernel", "flashinfer-python": "flashinfer",
+    "flashinfer-cubin": "flashinfer", "flashinfer-jit-cache": "flashinfer", "sgl-deep-gemm": "deep-gemm",
+    "deep-gemm": "deep-gemm", "sgl-deep-ep": "deep-ep", "deep-ep": "deep-ep", "sgl-flash-mla": "flash-mla",
+    "torch": "torch", "nvidia-nccl-cu12": "nccl", "nvidia-nccl-cu13": "nccl",
+}
 
 
 def probe_for(assume: str | None, *, python: str = sys.executable,
@@ -107,8 +123,21 @@ def gather_facts(
     return facts
 
 
-# --assume-stack keys that are not package names.
-HOST_KEYS = {"driver", "cuda-driver", "torch-arch"}
+# --assume-stack keys that are not package names: the driver, facts read from installed files, /sys facts.
+HOST_KEYS = {"driver", "cuda-driver", "torch-arch", "nccl", "nvcc", "cuda-driver-api", "iommu", "acs",
+             "nvidia-caps"}
+# Architecture lists of installed binaries: sgl-kernel-arch=sm_90:sm_100a, as sglwrap.host.binaries reads them.
+ARCH_KEYS = {"sgl-kernel-arch", "flashinfer-arch", "deep-gemm-arch", "deep-ep-arch", "flash-mla-arch", "nccl-arch",
+             "torch-arch"}
+# Package names --assume-stack knows (distribution names as pip spells them), besides sglwrap.host.stack.PACKAGES.
+KNOWN_PACKAGES = set(stack.PACKAGES) | {"transformers", "vllm", "flash-attn", "xgrammar", "torchao", "sgl-flash-attn",
+                                        "nvidia-cutlass-dsl-libs-cu13", "nvidia-nvshmem-cu12", "nvidia-nvshmem-cu13",
+                                        "torchvision", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime"}
+# Import names people write instead of the distribution name.
+_IMPORT_NAMES = {"flashinfer": "flashinfer-python", "sgl-kernel-python": "sgl-kernel", "deep-gemm-python": "deep-gemm",
+                 "flashinfer-python-cubin": "flashinfer-cubin", "pynvml": "nvidia-ml-py", "cupy": "cupy-cuda12x"}
+_HOST_VALUES = {"iommu": ("translated", "passthrough", "off"), "acs": ("redirect", "clear"),
+                "nvidia-caps": ("yes", "no")}
 _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _VER_RE = re.compile(r"^\d+(\.\d+)*([a-z0-9.+_-]*)$", re.I)
 
@@ -124,16 +153,38 @@ def parse_assume_stack(text: str) -> dict[str, str]:
         value = value.strip()
         if not sep or not _KEY_RE.match(key) or not value:
             raise UsageError(f"--assume-stack {item!r}: expected NAME=VERSION, e.g. torch=2.9.1+cu128 or driver=580.95.05")
-        if key == "torch-arch":
+        _check_key(key)
+        if key in ARCH_KEYS:
             arches = [a for a in re.split(r"[:; ]+", value) if a]
             bad = [a for a in arches if not re.fullmatch(r"(sm|compute)_\d+[af]?", a)]
             if bad:
-                raise UsageError(f"--assume-stack torch-arch: {bad[0]!r} is not like sm_90 or compute_120 "
+                raise UsageError(f"--assume-stack {key}: {bad[0]!r} is not like sm_90, sm_120a or compute_120 "
                                  "(separate entries with ':')")
+        elif key in _HOST_VALUES:
+            if value.lower() not in _HOST_VALUES[key]:
+                raise UsageError(f"--assume-stack {key}={value!r}: expected one of {', '.join(_HOST_VALUES[key])}")
+            value = value.lower()
         elif not _VER_RE.match(value):
             raise UsageError(f"--assume-stack {key}={value!r}: not a version")
         out[key] = value
     return out
+
+
+def _check_key(key: str) -> None:
+    """Refuse a name --assume-stack does not know, with the closest known one."""
+    if key in KNOWN_PACKAGES or key in HOST_KEYS or key in ARCH_KEYS:
+        return
+    import difflib
+
+    if key in _IMPORT_NAMES:
+        raise UsageError(f"--assume-stack {key!r}: that is an import name; did you mean {_IMPORT_NAMES[key]!r} "
+                         "(the name pip installs)?")
+    known = sorted(KNOWN_PACKAGES | HOST_KEYS | ARCH_KEYS)
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise UsageError(f"--assume-stack {key!r}: unknown name.{hint} Known: packages ({', '.join(sorted(KNOWN_PACKAGES))}), "
+                     f"host facts ({', '.join(sorted(HOST_KEYS - {'torch-arch'}))}) and binary arch lists "
+                     f"({', '.join(sorted(ARCH_KEYS))})")
 
 
 # Which part of the import probe a package's version invalidates.
@@ -146,9 +197,15 @@ def apply_assume_stack(facts: HostFacts, overrides: Mapping[str, str]) -> HostFa
     probes: dict[str, Any] = dict(facts.probes)
     stack_probe = dict(probes.get("stack") or {})
     driver, cuda_drv = facts.driver_version, facts.cuda_driver_version
+    binaries: dict[str, Any] = dict(facts.binaries)
+    arches = dict(binaries.get("arches") or {})
     for key, value in overrides.items():
         if key == "driver":
             driver, cuda_drv = value, None
+            binaries.pop("cuda_driver_api", None)
+        elif key == "cuda-driver-api":
+            major, _, minor = value.strip().partition(".")
+            binaries["cuda_driver_api"] = int(major) * 1000 + int(minor or 0) * 10
         elif key == "cuda-driver":
             major, _, minor = value.strip().partition(".")
             if not major.isdigit() or minor and not minor.isdigit():
@@ -157,9 +214,22 @@ def apply_assume_stack(facts: HostFacts, overrides: Mapping[str, str]) -> HostFa
             cuda_drv = int(major) * 1000 + int(minor or 0) * 10
         elif key == "torch-arch":
             probes["torch_arch_override"] = [a for a in re.split(r"[:; ]+", value) if a]
+        elif key in ARCH_KEYS:
+            arches[key.removesuffix("-arch")] = [a for a in re.split(r"[:; ]+", value) if a]
+        elif key in ("nccl", "nvcc"):
+            binaries[key] = value
+            packages[key] = value
+        elif key in ("iommu", "acs"):
+            binaries[key] = {"mode" if key == "iommu" else "state": value}
+        elif key == "nvidia-caps":
+            binaries["nvidia_caps"] = value == "yes"
         else:
             packages[key] = value
             stack_probe.pop(_PROBE_PART.get(key, ""), None)
+            read = _BINARY_DISTS.get(key)
+            if read and (binaries.get("versions") or {}).get(key) != value and f"{read}-arch" not in overrides:
+                arches.pop(read, None)  # the binaries read belong to another version than the one planned
+    binaries["arches"] = arches
     if stack_probe:
         probes["stack"] = stack_probe
     else:
@@ -167,5 +237,5 @@ def apply_assume_stack(facts: HostFacts, overrides: Mapping[str, str]) -> HostFa
     probes["assume_stack"] = dict(overrides)
     return dataclasses.replace(
         facts, packages=packages, probes=probes, driver_version=driver, cuda_driver_version=cuda_drv,
-        source=f"{facts.source}+assume-stack",
+        source=f"{facts.source}+assume-stack", binaries=binaries,
     )

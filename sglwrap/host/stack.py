@@ -33,6 +33,15 @@ PACKAGES: tuple[str, ...] = (
     "nvidia-nccl-cu12",
     "nvidia-nccl-cu13",
     "nvidia-ml-py",
+    "sgl-deep-gemm",
+    "sgl-deep-ep",
+    "deep-gemm",
+    "deep-ep",
+    "sgl-flash-mla",
+    "nvidia-cutlass-dsl",
+    "cuda-python",
+    "cupy-cuda12x",
+    "cupy-cuda13x",
 )
 PROBE_SCRIPT = Path(__file__).with_name("_stack_probe.py")
 PROBE_TIMEOUT_S = 120

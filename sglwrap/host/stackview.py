@@ -119,7 +119,8 @@ def stack_view(facts: HostFacts) -> StackView:
     else:
         drv = driver_cuda(facts.driver_version)
         origin["driver_cuda"] = "driver branch table"
-    nccl = (probe.get("torch") or {}).get("nccl") or pk.get("nvidia-nccl-cu13") or pk.get("nvidia-nccl-cu12")
+    nccl = (pk.get("nccl") or facts.binaries.get("nccl") or (probe.get("torch") or {}).get("nccl")
+            or pk.get("nvidia-nccl-cu13") or pk.get("nvidia-nccl-cu12"))
     return StackView(packages=pk, nccl=nccl, sglang=pk.get("sglang"), flashinfer=pk.get("flashinfer-python"),
                      driver_cuda=drv, origin=origin, **t, **fi, **sg)
 

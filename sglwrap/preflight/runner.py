@@ -17,6 +17,7 @@ from sglwrap.preflight.checks_comm import (
     check_symm_mem,
 )
 from sglwrap.preflight.checks_host import check_gpu_count, check_gpu_processes, check_nccl_env, check_sglang_flags
+from sglwrap.preflight.checks_compat import check_compat
 from sglwrap.preflight.checks_memory import check_memory
 from sglwrap.preflight.checks_hostenv import HOSTENV_CHECKS
 from sglwrap.preflight.checks_model import (
@@ -52,6 +53,7 @@ CHECKS: tuple[Callable[[Context], Verdict], ...] = (
     check_nccl_env,
     check_gpu_processes,
     check_memory,
+    check_compat,
     check_model_arch,
     check_model_quant,
     check_model_parallel,
@@ -133,7 +135,12 @@ def run_preflight(
 
 
 def apply_change(profile: Profile, change: FeatureChange) -> Profile:
-    """The profile with one downgrade applied: the feature dropped, or set to ``change.mode``."""
+    """The profile with one downgrade applied: the feature dropped, or set to ``change.mode``; ``sglang:<setting>``
+    and ``env:<NAME>`` changes (from the knowledge base) set a profile setting or a forced worker variable."""
+    if change.feature.startswith(("sglang:", "env:")):
+        from sglwrap.compat.apply import apply_setting_change
+
+        return apply_setting_change(profile, change)
     if change.mode is None:
         return profile.without_feature(change.feature, change.reason)
     features = {**profile.features, change.feature: change.mode}

@@ -1,0 +1,217 @@
+"""Load and validate the knowledge base: one YAML file per domain under ``sglwrap/data/compat/``.
+
+An entry: ``id``, ``title``, ``applies`` (conditions, all must hold; see ``sglwrap.compat.match``), ``consequence``
+(the error users see, verbatim from the public report), ``severity`` (block / downgrade / warn), ``fix``,
+``downgrade`` (optional: what makes SGLang's default path safe: ``feature``, ``sglang`` or ``env``), ``sources``
+(public URLs) and ``checked`` (date). The parsed files are cached as JSON keyed by their size and mtime.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "compat"
+SEVERITIES = ("block", "downgrade", "warn")
+ENTRY_KEYS = {"id", "title", "applies", "consequence", "severity", "fix", "downgrade", "sources", "checked", "notes"}
+APPLIES_KEYS = {"cc", "cc_min", "cc_max", "cc_not", "gpu_name", "interconnect", "packages", "absent", "args",
+                "not_args", "env", "auto", "lacks_arch", "world_min", "gpus_min", "mixed_gpus", "vendor",
+                "iommu", "acs", "model", "nnodes_min", "nnodes_max", "gpus_max", "world_max", "p2p",
+                "version_differs", "host", "forward_compat"}
+DOWNGRADE_KEYS = {"feature", "sglang", "env"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One piece of sourced knowledge."""
+
+    id: str
+    domain: str
+    title: str
+    applies: Mapping[str, Any]
+    consequence: str
+    severity: str
+    fix: str
+    sources: tuple[str, ...]
+    checked: str
+    downgrade: Mapping[str, Any] = field(default_factory=dict)
+    notes: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as the YAML spells it, with its domain."""
+        return {"id": self.id, "domain": self.domain, "title": self.title, "applies": dict(self.applies),
+                "consequence": self.consequence, "severity": self.severity, "fix": self.fix,
+                "downgrade": dict(self.downgrade), "sources": list(self.sources), "checked": self.checked,
+                "notes": self.notes}
+
+
+class KnowledgeError(ValueError):
+    """A knowledge-base file or entry that breaks the schema."""
+
+
+def validate_entry(raw: Any, where: str) -> list[str]:
+    """Every schema problem of one raw entry, as ``where: id: problem`` lines (empty when it is valid)."""
+    if not isinstance(raw, dict):
+        return [f"{where}: an entry must be a mapping"]
+    eid = raw.get("id", "?")
+    bad: list[str] = []
+    if isinstance(raw.get("checked"), datetime.date):  # YAML reads an unquoted date as a date
+        raw = {**raw, "checked": raw["checked"].isoformat()}
+
+    def err(msg: str) -> None:
+        bad.append(f"{where}: {eid}: {msg}")
+
+    for key in sorted(set(raw) - ENTRY_KEYS):
+        err(f"unknown key {key!r} (allowed: {', '.join(sorted(ENTRY_KEYS))})")
+    for key in ("id", "title", "consequence", "fix", "checked"):
+        if not isinstance(raw.get(key), str) or not str(raw.get(key)).strip():
+            err(f"{key} must be a non-empty string")
+    if isinstance(raw.get("id"), str) and not all(c.isalnum() or c in "-." for c in raw["id"]):
+        err("id may hold letters, digits, '-' and '.' only")
+    if raw.get("severity") not in SEVERITIES:
+        err(f"severity must be one of {', '.join(SEVERITIES)}")
+    applies = raw.get("applies")
+    if not isinstance(applies, dict) or not applies:
+        err("applies must be a non-empty mapping")
+    else:
+        for key in sorted(set(applies) - APPLIES_KEYS):
+            err(f"applies: unknown condition {key!r} (allowed: {', '.join(sorted(APPLIES_KEYS))})")
+    sources = raw.get("sources")
+    if not isinstance(sources, list) or not sources:
+        err("sources must be a non-empty list of URLs")
+    else:
+        for s in sources:
+            if not isinstance(s, str) or not s.startswith("https://"):
+                err(f"source {s!r} is not an https URL")
+    try:
+        datetime.date.fromisoformat(str(raw.get("checked")))
+    except ValueError:
+        err("checked must be a date, YYYY-MM-DD")
+    down = raw.get("downgrade")
+    if down is not None:
+        if not isinstance(down, dict) or not down or set(down) - DOWNGRADE_KEYS:
+            err(f"downgrade must map one or more of {', '.join(sorted(DOWNGRADE_KEYS))} to settings")
+        else:
+            from sglwrap.settings import FEATURES, SETTINGS
+
+            for name in (down.get("feature") or {}):
+                if name not in FEATURES:
+                    err(f"downgrade.feature {name!r} is not a feature ({', '.join(sorted(FEATURES))})")
+            for name in (down.get("sglang") or {}):
+                if name not in SETTINGS:
+                    err(f"downgrade.sglang {name!r} is not a profile setting")
+    if raw.get("severity") == "downgrade" and not down:
+        err("severity downgrade needs a downgrade action")
+    return bad
+
+
+def _files(data_dir: Path) -> list[Path]:
+    return sorted(p for p in data_dir.glob("*.yaml") if p.is_file())
+
+
+def _stamp(files: list[Path]) -> str:
+    parts = []
+    for p in files:
+        st = p.stat()
+        parts.append(f"{p.name}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+
+
+def _parse(files: list[Path]) -> list[dict[str, Any]]:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    out: list[dict[str, Any]] = []
+    for path in files:
+        try:
+            doc = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+        except yaml.YAMLError as e:
+            raise KnowledgeError(f"{path}: not YAML: {e}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
+            raise KnowledgeError(f"{path}: expected a mapping with an 'entries' list")
+        for raw in doc["entries"]:
+            if isinstance(raw, dict):
+                raw = dict(raw)
+                raw["_domain"] = path.stem
+                raw["_file"] = path.name
+                if "checked" in raw:
+                    raw["checked"] = str(raw["checked"])
+            out.append(raw)
+    return out
+
+
+def raw_entries(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The raw entries of every domain file, from the JSON cache when the files are unchanged."""
+    files = _files(data_dir)
+    stamp = _stamp(files)
+    from sglwrap.host.stack import cache_dir
+
+    cache = cache_dir(environ) / f"compat-{stamp}.json"
+    try:
+        cached: list[dict[str, Any]] = json.loads(cache.read_text(encoding="utf-8"))
+        return cached
+    except (OSError, ValueError):
+        pass
+    entries = _parse(files)
+    from sglwrap.host.stack import _write_atomic
+
+    _write_atomic(cache, json.dumps(entries, default=str))
+    return entries
+
+
+def load(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None, *,
+         strict: bool = False) -> tuple[Entry, ...]:
+    """Every valid entry. ``strict`` raises KnowledgeError listing all schema problems (the test uses it); otherwise
+    a broken entry is left out so one bad line never stops a launch."""
+    out: list[Entry] = []
+    problems: list[str] = []
+    seen: set[str] = set()
+    for raw in raw_entries(data_dir, environ if environ is not None else os.environ):
+        where = raw.get("_file", "?") if isinstance(raw, dict) else "?"
+        bad = validate_entry({k: v for k, v in raw.items() if not k.startswith("_")}, where) \
+            if isinstance(raw, dict) else [f"{where}: not a mapping"]
+        if isinstance(raw, dict) and raw.get("id") in seen:
+            bad.append(f"{where}: {raw.get('id')}: duplicate id")
+        if bad:
+            problems += bad
+            continue
+        seen.add(raw["id"])
+        out.append(Entry(id=raw["id"], domain=raw["_domain"], title=raw["title"], applies=raw["applies"],
+                         consequence=raw["consequence"].strip(), severity=raw["severity"], fix=raw["fix"].strip(),
+                         sources=tuple(raw["sources"]), checked=raw["checked"],
+                         downgrade=raw.get("downgrade") or {}, notes=str(raw.get("notes") or "")))
+    if strict and problems:
+        raise KnowledgeError("\n".join(problems))
+    return tuple(out)
+
+
+def by_id(entries: tuple[Entry, ...]) -> dict[str, Entry]:
+    """Entries keyed by id."""
+    return {e.id: e for e in entries}
+
+
+def explain(entry: Entry) -> str:
+    """The text ``sglwrap preflight --explain ID`` prints."""
+    import textwrap
+
+    lines = [f"{entry.id}  [{entry.domain}, {entry.severity}]", f"  {entry.title}", "  applies when:"]
+    for key, value in entry.applies.items():
+        lines.append(f"    {key}: {json.dumps(value, default=str)}")
+    lines.append("  what users see:")
+    lines += ["    " + ln for ln in textwrap.wrap(entry.consequence, 110)]
+    lines.append("  fix:")
+    lines += ["    " + ln for ln in textwrap.wrap(entry.fix, 110)]
+    if entry.downgrade:
+        lines.append(f"  downgrade (SGLang's default path turned off): {json.dumps(dict(entry.downgrade))}")
+    if entry.notes:
+        lines += ["  notes:"] + ["    " + ln for ln in textwrap.wrap(entry.notes, 110)]
+    lines.append("  sources:")
+    lines += [f"    {s}" for s in entry.sources]
+    lines.append(f"  checked: {entry.checked}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,337 @@
+"""Does an entry apply here? Every condition under ``applies`` must hold; a condition on a fact nobody knows (a
+package that is not installed, a /sys bit read without root) does not hold, so an entry never fires on a guess.
+
+Conditions:
+  cc / cc_min / cc_max / cc_not  one GPU of the launch has a compute capability in / at least / at most / not in
+  gpu_name                      a regular expression one GPU's NVML name matches (case-insensitive)
+  interconnect                  pcie, nvlink (all pairs of the launch's GPUs, no NVSwitch) or nvswitch
+  packages                      {name: "<spec>"}: ">=0.5.0,<0.5.9", "==0.6.*", "*" (any installed version); names
+                                are distributions, or torch-cuda, nccl, nvcc, driver, cuda-driver
+  absent                        distributions that are not installed (judged only when the stack is known)
+  args / not_args               {dest: value | [values] | true | "*" | {ge|gt|le|lt: n}} on SGLang's parsed args
+  env                           {NAME: value | [values] | null} as a worker will see it (null: unset)
+  auto                          a path SGLang turns on by itself (``sglwrap.sglang.resolved``), e.g. custom_all_reduce
+  lacks_arch                    a package (sgl-kernel, flashinfer, deep-gemm, torch, ...) whose installed binaries
+                                (or ``--assume-stack <pkg>-arch=``) cover none of one GPU's architecture
+  world_min / gpus_min          tp at least n / the launch needs at least n GPUs
+  mixed_gpus                    true: the launch's GPUs differ in model or memory
+  p2p                           false: some pair of the launch's GPUs has no PCIe/NVLink peer access (NVML read/write)
+  version_differs               [a, b]: both distributions installed and their versions (local tag dropped) differ
+  world_max / nnodes_max        tp at most n / at most n nodes
+  host                          {fact: value} on what sglwrap.host.binaries read (nvidia_caps: false, ...)
+  forward_compat                true: the libcuda loaded reports a newer CUDA than the driver (a cuda-compat package)
+  model                         a regular expression the --model-path matches (case-insensitive): a model family
+  nnodes_min / gpus_max         at least n nodes / the launch needs at most n GPUs
+  iommu / acs                   /sys facts: iommu mode (translated, passthrough, off); acs state (redirect, clear)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sglwrap.compat.kb import Entry
+
+if TYPE_CHECKING:
+    from sglwrap.preflight.model import Context
+
+DERIVED = ("torch-cuda", "nccl", "nvcc", "driver", "cuda-driver")
+
+
+@dataclass(frozen=True)
+class Match:
+    """An entry that applies, and the user's own flags among its conditions (empty: SGLang's default path)."""
+
+    entry: Entry
+    user_flags: tuple[str, ...]
+    facts: str
+
+
+def used_gpus(ctx: Context) -> list[Any]:
+    """The GPUs this launch runs on (the first tp x pp x dp, at least one)."""
+    n = max(ctx.args.gpus_needed, 1)
+    per_node = -(-n // max(ctx.args.nnodes, 1))
+    return list(ctx.facts.gpus[: max(per_node, 1)])
+
+
+def interconnect(ctx: Context) -> str:
+    """nvswitch, nvlink or pcie for the launch's GPUs (pcie for a single GPU)."""
+    n = len(used_gpus(ctx))
+    if n < 2:
+        return "single"
+    if ctx.facts.nvswitch:
+        return "nvswitch"
+    return "nvlink" if ctx.facts.nvlink_among(n) else "pcie"
+
+
+def package_version(ctx: Context, name: str) -> str | None:
+    """The version the entry conditions compare: a distribution, or a derived fact (torch-cuda, nccl, nvcc, ...)."""
+    st, b = ctx.stack, ctx.facts.binaries
+    if name == "torch-cuda":
+        return st.torch_cuda
+    if name == "nccl":
+        return ctx.facts.packages.get("nccl") or b.get("nccl") or st.nccl
+    if name == "nvcc":
+        return ctx.facts.packages.get("nvcc") or b.get("nvcc")
+    if name == "driver":
+        return ctx.facts.driver_version
+    if name == "cuda-driver":
+        return st.driver_cuda
+    return st.packages.get(name)
+
+
+def version_ok(version: str | None, spec: str) -> bool:
+    """Whether ``version`` satisfies a comma-separated PEP 440 spec (``>=0.5.2,<0.5.12``, ``==2.30.*``), ``*`` (any
+    installed version), or ``+cu130`` / ``!+cu130`` on the local tag. Pre-releases count."""
+    if version is None:
+        return False
+    spec = str(spec).strip()
+    if spec in ("*", ""):
+        return True
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    tag = version.split("+", 1)[1] if "+" in version else ""
+    clauses = []
+    for clause in (c.strip() for c in spec.split(",")):
+        if clause.startswith(("+", "!+")):  # the local tag: "+cu130" must be it, "!+cu130" must not be
+            if (tag == clause.lstrip("!+")) == clause.startswith("!"):
+                return False
+            continue
+        clauses.append(clause if clause[0] in "<>=!~" else f"=={clause}")
+    if not clauses:
+        return True
+    try:
+        v = Version(version)
+        return SpecifierSet(",".join(clauses)).contains(v, prereleases=True)
+    except (InvalidVersion, InvalidSpecifier):
+        return False
+
+
+def _cc(text: Any) -> tuple[int, int]:
+    major, _, minor = str(text).partition(".")
+    return int(major), int(minor or 0)
+
+
+def value_ok(value: Any, cond: Any) -> bool:
+    """An argument's or variable's value against a condition (see the module docstring)."""
+    if isinstance(cond, dict):
+        try:
+            num = float(value)
+        except (TypeError, ValueError):
+            return False
+        ops = {"ge": num >= cond.get("ge", num), "gt": "gt" not in cond or num > cond["gt"],
+               "le": num <= cond.get("le", num), "lt": "lt" not in cond or num < cond["lt"]}
+        return all(ops.values())
+    if cond is True:
+        return value not in (None, False, "", 0, "0", "false", "False")
+    if cond is False:
+        return value in (None, False, "", 0, "0", "false", "False")
+    if cond == "*":
+        return value not in (None, False, "")
+    options = cond if isinstance(cond, list) else [cond]
+    norm = {_norm(o) for o in options}
+    return _norm(value) in norm
+
+
+def _norm(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v).strip().lower()
+
+
+def arch_covers(cc: tuple[int, int], arches: list[str] | tuple[str, ...]) -> bool:
+    """SASS sm_XY runs on CC X.Z with Z >= Y; sm_XYa on X.Y only; sm_XYf on X.Z with Z >= Y; PTX compute_XY on any
+    CC >= X.Y (compute_XYa/f on X.Y only)."""
+    for a in arches:
+        m = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", a.strip())
+        if m is None:
+            continue
+        kind, major, minor, suffix = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+        if kind == "sm":
+            if suffix == "a" and (major, minor) == cc:
+                return True
+            if suffix != "a" and major == cc[0] and minor <= cc[1]:
+                return True
+        else:
+            if suffix and (major, minor) == cc:
+                return True
+            if not suffix and (major, minor) <= cc:
+                return True
+    return False
+
+
+def _gpu_ok(gpu: Any, ap: dict[str, Any]) -> bool:
+    cc = tuple(gpu.compute_capability)
+    if "cc" in ap and cc not in {_cc(c) for c in ap["cc"]}:
+        return False
+    if "cc_not" in ap and cc in {_cc(c) for c in ap["cc_not"]}:
+        return False
+    if "cc_min" in ap and cc < _cc(ap["cc_min"]):
+        return False
+    if "cc_max" in ap and cc > _cc(ap["cc_max"]):
+        return False
+    if "gpu_name" in ap and not re.search(str(ap["gpu_name"]), gpu.name, re.I):
+        return False
+    return True
+
+
+def binary_arches(ctx: Context, pkg: str) -> list[str] | None:
+    """The architectures of ``pkg``'s installed binaries: ``--assume-stack <pkg>-arch=`` first, then what
+    ``sglwrap.host.binaries`` read (only when the package version it read is the one planned)."""
+    given = (ctx.facts.probes.get("assume_stack") or {}).get(f"{pkg}-arch")
+    if given:
+        return [a for a in re.split(r"[:; ]+", given) if a]
+    if pkg == "torch" and ctx.stack.torch_arch_list is not None:
+        return list(ctx.stack.torch_arch_list)
+    arches = (ctx.facts.binaries.get("arches") or {}).get(pkg)
+    return list(arches) if arches else None
+
+
+def _resolved_auto(ctx: Context) -> set[str] | None:
+    try:
+        from sglwrap.sglang import resolved  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    fn = getattr(resolved, "resolve_server_args", None)
+    if fn is None:
+        return None
+    gpu = ctx.facts.gpus[0] if ctx.facts.gpus else None
+    try:
+        res = fn(ctx.args, ctx.args.version, gpu, None)
+    except Exception:  # another module's bug must not stop preflight
+        return None
+    return set(getattr(res, "auto_enabled", ()) or ())
+
+
+def matches(entry: Entry, ctx: Context) -> Match | None:
+    """The Match when every condition of ``entry`` holds for ``ctx``, else None."""
+    ap = dict(entry.applies)
+    gpus = used_gpus(ctx)
+    said: list[str] = []
+    gpu_keys = {"cc", "cc_min", "cc_max", "cc_not", "gpu_name"}
+    hit_gpus = gpus
+    if gpu_keys & set(ap):
+        hit_gpus = [g for g in gpus if _gpu_ok(g, ap)]
+        if not hit_gpus:
+            return None
+        said.append(f"{hit_gpus[0].name} (CC {hit_gpus[0].compute_capability[0]}.{hit_gpus[0].compute_capability[1]})")
+    if "interconnect" in ap:
+        ic = interconnect(ctx)
+        if ic not in ap["interconnect"]:
+            return None
+        said.append(ic)
+    for name, spec in (ap.get("packages") or {}).items():
+        ver = package_version(ctx, name)
+        if not version_ok(ver, spec):
+            return None
+        said.append(f"{name} {ver}")
+    for name in ap.get("absent") or ():
+        if not ctx.stack.packages or name in ctx.stack.packages:
+            return None
+        said.append(f"no {name}")
+    user: list[str] = []
+    for dest, cond in (ap.get("args") or {}).items():
+        val = ctx.args.get(dest)
+        if not value_ok(val, cond):
+            return None
+        if ctx.args.is_given(dest):
+            user.append(f"{ctx.args.flag_for(dest) or dest} {val}" if not isinstance(val, bool)
+                        else ctx.args.flag_for(dest) or dest)
+        said.append(f"{dest}={val}")
+    for dest, cond in (ap.get("not_args") or {}).items():
+        if value_ok(ctx.args.get(dest), cond):
+            return None
+    for name, cond in (ap.get("env") or {}).items():
+        val = ctx.env(name)
+        if cond is None:
+            if val not in (None, ""):
+                return None
+            continue
+        if not value_ok(val, cond):
+            return None
+        if ctx.environ.get(name) is not None:
+            user.append(f"{name}={val}")
+        said.append(f"{name}={val}")
+    if "auto" in ap:
+        auto = _resolved_auto(ctx)
+        wanted = ap["auto"] if isinstance(ap["auto"], list) else [ap["auto"]]
+        if auto is None or not any(w in auto for w in wanted):
+            return None
+        said.append(f"SGLang turns on {'/'.join(wanted)} by itself")
+    if "lacks_arch" in ap:
+        pkgs = ap["lacks_arch"] if isinstance(ap["lacks_arch"], list) else [ap["lacks_arch"]]
+        missing = []
+        for pkg in pkgs:
+            arches = binary_arches(ctx, pkg)
+            if arches is None:
+                continue
+            bad = [g for g in hit_gpus if not arch_covers(tuple(g.compute_capability), arches)]
+            if bad:
+                missing.append(f"{pkg} binaries have {' '.join(arches) or 'no GPU code'}, not {bad[0].sm}")
+        if not missing:
+            return None
+        said += missing
+    if "world_min" in ap:
+        if ctx.args.tp < int(ap["world_min"]):
+            return None
+        said.append(f"tp={ctx.args.tp}")
+    if "gpus_min" in ap and ctx.args.gpus_needed < int(ap["gpus_min"]):
+        return None
+    if "gpus_max" in ap and ctx.args.gpus_needed > int(ap["gpus_max"]):
+        return None
+    if "nnodes_min" in ap and ctx.args.nnodes < int(ap["nnodes_min"]):
+        return None
+    if "nnodes_max" in ap and ctx.args.nnodes > int(ap["nnodes_max"]):
+        return None
+    if "world_max" in ap and ctx.args.tp > int(ap["world_max"]):
+        return None
+    if "p2p" in ap:
+        n = len(gpus)
+        pairs = [ctx.facts.link(i, j) for i in range(n) for j in range(i + 1, n)]
+        if not pairs or any(lk is None for lk in pairs):
+            return None
+        has = all(lk.p2p_read == "ok" and lk.p2p_write == "ok" for lk in pairs if lk is not None)
+        if has != bool(ap["p2p"]):
+            return None
+        said.append("peer access between all GPUs" if has else "no peer access between some GPUs")
+    for key, want in (ap.get("host") or {}).items():
+        have = ctx.facts.binaries.get(key)
+        if have is None or have != want:
+            return None
+        said.append(f"{key}={have}")
+    if "forward_compat" in ap:
+        api, nvml = ctx.facts.binaries.get("cuda_driver_api"), ctx.facts.cuda_driver_version
+        if api is None or nvml is None or (api > nvml) != bool(ap["forward_compat"]):
+            return None
+        said.append(f"libcuda reports CUDA {api // 1000}.{api % 1000 // 10}, the driver {nvml // 1000}.{nvml % 1000 // 10}")
+    if "version_differs" in ap:
+        a, b = ap["version_differs"]
+        va, vb = ctx.stack.packages.get(a), ctx.stack.packages.get(b)
+        if va is None or vb is None or va.split("+", 1)[0] == vb.split("+", 1)[0]:
+            return None
+        said.append(f"{a} {va} vs {b} {vb}")
+    if "model" in ap:
+        path = ctx.args.model_path or ""
+        if not re.search(str(ap["model"]), path, re.I):
+            return None
+        said.append(f"model {path}")
+    if ap.get("mixed_gpus"):
+        kinds = {(g.name, g.memory_total_bytes) for g in gpus}
+        if len(kinds) < 2:
+            return None
+        said.append("GPUs of different models/memory: " + ", ".join(sorted({g.name for g in gpus})))
+    if "iommu" in ap:
+        mode = (ctx.facts.binaries.get("iommu") or {}).get("mode")
+        if mode not in ap["iommu"]:
+            return None
+        said.append(f"IOMMU {mode}")
+    if "acs" in ap:
+        state = (ctx.facts.binaries.get("acs") or {}).get("state")
+        if state not in ap["acs"]:
+            return None
+        said.append(f"ACS {state}")
+    return Match(entry=entry, user_flags=tuple(user), facts=", ".join(said))

@@ -1,0 +1,91 @@
+"""The ``compat`` check: every knowledge-base entry (``sglwrap/data/compat/*.yaml``) against the facts and the
+parsed command line. Each verdict names the entry ids it used (``[id]``); ``sglwrap preflight --explain ID``
+prints an entry with its sources.
+
+What a matching entry does:
+- ``warn``: a warning with the fix.
+- ``block``: nothing makes this launch work (``--force`` turns a block caused by the user's own flag into a warning).
+- ``downgrade``: SGLang's own default path would crash and the entry's ``downgrade`` turns it off, so the launch is
+  downgraded (even under ``--profile baseline``) and the change is recorded; when the user's own flag chose the
+  path, it blocks instead (the user asked for exactly what fails).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sglwrap.compat.kb import Entry, load
+from sglwrap.compat.match import Match, matches
+from sglwrap.preflight.model import SEVERITY, Context, FeatureChange, Status, Verdict
+
+CHECK_ID = "compat"
+_ENTRIES: tuple[Entry, ...] | None = None
+
+
+def entries() -> tuple[Entry, ...]:
+    """The knowledge base, loaded once per process."""
+    global _ENTRIES
+    if _ENTRIES is None:
+        _ENTRIES = load()
+    return _ENTRIES
+
+
+def downgrade_changes(entry: Entry, why: str) -> tuple[FeatureChange, ...]:
+    """The entry's downgrade as FeatureChanges: a feature set off, a profile setting (``sglang:<name>``) or a worker
+    variable (``env:<NAME>``); the runner applies them to the profile, so they end in the launch's argv/env."""
+    out: list[FeatureChange] = []
+    down: Mapping[str, Any] = entry.downgrade
+    for name, mode in (down.get("feature") or {}).items():
+        out.append(FeatureChange(name, str(mode), why))
+    for name, value in (down.get("sglang") or {}).items():
+        out.append(FeatureChange(f"sglang:{name}", str(value), why))
+    for name, value in (down.get("env") or {}).items():
+        out.append(FeatureChange(f"env:{name}", str(value), why))
+    return tuple(out)
+
+
+def _blocked_by_profile(ctx: Context, entry: Entry) -> str | None:
+    for name in (entry.downgrade.get("feature") or {}):
+        if ctx.mode(name) == "require":
+            return name
+    return None
+
+
+def _one(ctx: Context, m: Match) -> Verdict:
+    e = m.entry
+    head = f"[{e.id}] {e.title} ({m.facts}): {e.consequence}"
+    if e.severity == "warn":
+        return Verdict(CHECK_ID, Status.WARN, head, e.fix)
+    if e.severity == "downgrade" and not m.user_flags:
+        required = _blocked_by_profile(ctx, e)
+        if required is None:
+            changes = downgrade_changes(e, f"{e.title} [{e.id}]")
+            what = ", ".join(f"{c.feature}={c.mode}" for c in changes)
+            return Verdict(CHECK_ID, Status.DOWNGRADE, f"{head}; SGLang's default path is turned off: {what}",
+                           e.fix, changes)
+        return Verdict(CHECK_ID, Status.BLOCK, f"{head}; profile requires {required}",
+                       f"set features.{required}: auto in the profile; {e.fix}")
+    if m.user_flags and ctx.force:
+        return Verdict(CHECK_ID, Status.WARN, f"{', '.join(m.user_flags)} given with --force; {head}", e.fix)
+    fix = e.fix if not m.user_flags else f"remove {', '.join(m.user_flags)} (or pass --force); {e.fix}"
+    return Verdict(CHECK_ID, Status.BLOCK, head, fix)
+
+
+def check_compat(ctx: Context) -> Verdict:
+    """Evaluate every entry; the worst outcome is the verdict, with every matching entry named."""
+    if not ctx.facts.gpus:
+        return Verdict(CHECK_ID, Status.SKIP, "no GPU facts to compare the knowledge base with")
+    pairs = [(m.entry.id, _one(ctx, m)) for e in entries() if (m := matches(e, ctx)) is not None]
+    if not pairs:
+        return Verdict(CHECK_ID, Status.PASS, f"none of {len(entries())} knowledge-base entries applies")
+    pairs.sort(key=lambda p: -SEVERITY[p[1].status])
+    worst = pairs[0][1]
+    fixes: list[str] = []
+    for _, v in pairs:
+        if v.fix and v.fix not in fixes:
+            fixes.append(v.fix)
+    changes = tuple(c for _, v in pairs if v.status is Status.DOWNGRADE for c in v.changes) \
+        if worst.status is Status.DOWNGRADE else ()
+    return Verdict(CHECK_ID, worst.status, "; ".join(v.reason for _, v in pairs), "; ".join(fixes), changes,
+                   detail={"entries": {eid: v.status.value for eid, v in pairs}})

@@ -39,6 +39,7 @@ class Report:
     profiled: dict[str, int]
     server_args: dict[str, object]
     attempts: int
+    release_span: tuple[str, str] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -96,6 +97,7 @@ def build_report(nodes: tuple[NodeLog, ...], manifests: tuple[Manifest, ...]) ->
         env_disagreements=manifest_disagreements(manifests) + worker_disagreements(workers)
         + manifest_vs_workers(manifests, workers),
         max_total=max_total, profiled=profiled, server_args=args, attempts=max((n.attempts for n in nodes), default=0),
+        release_span=next((n.release_span for n in nodes if n.release_span), None),
     )
 
 

@@ -40,6 +40,10 @@ def _f(x: str | None) -> float | None:
     return None if x is None else float(x)
 
 
+def _i(x: str | None) -> int | None:
+    return None if x is None else int(x)
+
+
 # --- memory timeline --------------------------------------------------------------------------------------
 # "Init torch distributed ends. mem usage=0.13 GB" (SG-0.4.3.post4 model_runner.py:314) and
 # "Init torch distributed ends. elapsed=1.2 s, mem usage=…" (SG-0.5.9 model_runner.py:850);
@@ -47,7 +51,7 @@ def _f(x: str | None) -> float | None:
 INIT_END_RE: Final = re.compile(
     r"(?:Init torch distributed ends\.(?: elapsed=[\d.]+ s,)?|Memory baseline taken\.) mem usage=" + NUM + " GB"
 )
-INIT_BEGIN_RE: Final = re.compile(r"Init torch distributed begin\.|Init parallel begin\.")
+INIT_BEGIN_RE: Final = re.compile(r"Init torch distributed begin\.|Init parallel begin\.|Init nccl begin\.")
 # "Load weight begin. avail mem=X GB" (SG-0.2.7 :133 with "[gpu=N] "; SG-0.3.6 :273; SG-0.5.23 model_runner.py:1274)
 LOAD_BEGIN_RE: Final = re.compile(r"Load weight begin\. avail mem=" + NUM + " GB")
 # "Load weight end. type=T, dtype=D, avail mem=X GB" (SG-0.2.7 :181, no mem usage),
@@ -71,6 +75,15 @@ POST_CAPTURE_KV_RE: Final = re.compile(
     r"Post-capture KV sizing: KV cache allocated\. dtype: \S+?, #tokens: (?P<tokens>-?\d+), KV size: (?P<kv>[\d.]+) GB,"
     r" avail mem=(?P<avail>[\d.]+) GB"
 )
+# A hybrid pool's total: "SWAKVPool mem usage: X GB, swa size: N, full size: M" (SG-0.5.4 swa_memory_pool.py:97),
+# "SWAKVPool VA upper bound: X GB, …" (SG-0.5.18); its sub-pools log their own "KV Cache is allocated" before it.
+POOL_TOTAL_RE: Final = re.compile(
+    r"(?P<pool>\w+Pool) (?:mem usage|VA upper bound): (?P<size>[\d.]+) ?GB(?:, swa size: (?P<swa>\d+), full size: (?P<full>\d+))?"
+)
+# "Mamba Cache is allocated. [max_mamba_cache_size: N, ]conv_state size: X GB, ssm_state size: Y GB[ intermediate_…
+# size: Z GB …]" (SG-0.5.2 … SG-0.5.23 mem_cache/memory_pool.py:984)
+MAMBA_RE: Final = re.compile(r"Mamba Cache is allocated\.(?: max_mamba_cache_size: (?P<n>\d+),)?(?P<rest>.*)")
+GB_FIELD_RE: Final = re.compile(r"size: ([\d.]+) ?GB")
 # "Memory pool end. avail mem=X GB" (SG-0.2.7 :237, SG-0.5.9 model_runner_kv_cache_mixin.py:745,
 # SG-0.5.23 mem_cache/kv_cache_configurator.py:499)
 POOL_END_RE: Final = re.compile(r"Memory pool end\. avail mem=" + NUM + " GB")
@@ -82,13 +95,13 @@ SWA_RE: Final = re.compile(r"Use sliding window memory pool\.(?: \(all SWA\))?.*
 # "Capture {role} {prefill|decode|verify} CUDA graph begin. backend=…, avail mem=X GB"
 # (SG-0.5.23 cuda_graph_setup.py:685,765).
 CAPTURE_BEGIN_RE: Final = re.compile(
-    r"Capture (?P<name>[\w ]*?)(?:cuda|CUDA|cpu|npu|xpu|NPU|XPU|CPU|musa) graph begin(?:\.|\b)(?:.*?avail mem=(?P<avail>[\d.]+) GB)?"
+    r"Capture (?P<name>[\w \-]*?)(?:cuda|CUDA|cpu|npu|xpu|NPU|XPU|CPU|musa) graph begin(?:\.|\b)(?:.*?avail mem=(?P<avail>[\d.]+) GB)?"
 )
 # End: "Time elapsed: 7.23 s. avail mem=0.53 GB. mem usage=0.93 GB." (SG-0.4.3.post4 :845, avail first),
 # "mem usage=X GB. avail mem=Y GB." (SG-0.4.8 :1157, SG-0.5.2 :1766), "bs=[…], elapsed=…s, mem usage=X GB,
 # avail mem=Y GB." (SG-0.5.23 cuda_graph_setup.py:794)
 CAPTURE_END_RE: Final = re.compile(
-    r"Capture (?P<name>[\w ]*?)(?:cuda|CUDA|cpu|npu|xpu|NPU|XPU|CPU|musa) graph end\.(?P<rest>.*)"
+    r"Capture (?P<name>[\w \-]*?)(?:cuda|CUDA|cpu|npu|xpu|NPU|XPU|CPU|musa) graph end\.(?P<rest>.*)"
 )
 MEM_USAGE_RE: Final = re.compile(r"mem usage=" + NUM + " GB")
 AVAIL_RE: Final = re.compile(r"avail mem=" + NUM + " GB")
@@ -182,7 +195,7 @@ ARG_RES: Final = {
 # String-valued server args the memory re-plan needs (sglwrap.diagnose.replan).
 STR_ARG_RES: Final = {
     key: re.compile(r"['\"]?\b" + key + r"['\"]?\s*[:=]\s*['\"]([^'\"]+)['\"]")
-    for key in ("model_path", "kv_cache_dtype", "dtype", "quantization")
+    for key in ("model_path", "kv_cache_dtype", "dtype", "quantization", "speculative_algorithm")
 }
 VERSION_RE: Final = re.compile(
     r"(?:\bsglang(?:==| version:? | v)|lmsysorg/sglang:v|SGLang v?)(\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?)", re.I
@@ -196,7 +209,7 @@ KEYWORDS: Final[tuple[bytes, ...]] = (
     b"Error", b"xception", b"Traceback", b"server_args", b"worker-env", b"%|", b"Killed", b"sglang",
     b"SGLang", b"Initialization failed", b"sigquit", b"is dead", b"Init ", b"Use sliding",
     b"out of memory", b"calloc", b"OutOfResources", b"CUDA error", b"latency: ", b"Benchmark", b"CUBLAS_",
-    b"NCCL error",
+    b"NCCL error", b"Pool ", b"Mamba Cache",
 )
 # SGLang's serving statistics and the HTTP access log: whole lines dropped before any keyword search.
 NOISE: Final[tuple[bytes, bytes, bytes]] = (b"Decode batch", b"Prefill batch", b'HTTP/1.1" ')
@@ -267,6 +280,12 @@ def _parse_memory(tags: str, msg: str, out: list[Event]) -> None:
         size = kv if kv is not None else (k or 0.0) + (v or 0.0)
         tokens = None if m.group("tokens") is None else int(m.group("tokens"))
         out.append(Event("kv_alloc", tags, {"tokens": tokens, "k": k, "v": v, "size": size, "label": m.group("label")}))
+    elif (m := POOL_TOTAL_RE.search(msg)) is not None:
+        out.append(Event("pool_total", tags, {"size": float(m.group("size")), "pool": m.group("pool"),
+                                              "swa_tokens": _i(m.group("swa")), "full_tokens": _i(m.group("full"))}))
+    elif (m := MAMBA_RE.search(msg)) is not None:
+        sizes = [float(x) for x in GB_FIELD_RE.findall(m.group("rest"))]
+        out.append(Event("mamba_alloc", tags, {"size": round(sum(sizes), 2), "slots": _i(m.group("n"))}))
     elif (m := POOL_END_RE.search(msg)) is not None:
         out.append(Event("pool_end", tags, {"avail": float(m.group(1))}))
     elif (m := SWA_RE.search(msg)) is not None:

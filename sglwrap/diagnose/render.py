@@ -17,7 +17,7 @@ RANK_KEYS: Final = (
 )
 EXTRA_KEYS: Final = (
     "init_mem_gib", "k_size_gib", "v_size_gib", "avail_after_kv_pool_gib", "avail_before_cuda_graph_gib",
-    "cuda_graph_bs_count",
+    "cuda_graph_bs_count", "mamba_state_gib",
 )
 
 
@@ -26,6 +26,8 @@ def rank_dict(r: RankMemory) -> dict[str, object]:
     d: dict[str, object] = {"rank": r.rank, "label": r.label, "node": r.node or None, "stage": r.stage}
     for k in RANK_KEYS + EXTRA_KEYS:
         d[k] = getattr(r, k)
+    d["draft"] = None if r.draft is None else {k: v for k, v in rank_dict(r.draft).items()
+                                                if k not in ("rank", "label", "node", "draft")}
     return d
 
 
@@ -40,6 +42,7 @@ def to_dict(rep: Report) -> dict[str, object]:
         "stage": f.stage,
         "sglang_version": rep.sglang_version,
         "log_format": rep.log_format,
+        "sglang_release_range": list(rep.release_span) if rep.release_span else None,
         "error": f.error,
         "hint": f.hint,
         "hint_correct": f.hint_correct,
@@ -100,6 +103,9 @@ def to_text(rep: Report) -> str:
         lines.append("")
     f = rep.finding
     ver = rep.sglang_version or (f"unknown (log format {rep.log_format})" if rep.log_format else "unknown")
+    if rep.sglang_version is None and rep.release_span:
+        lo, hi = rep.release_span
+        ver = f"unknown (its messages match catalogued releases {lo}" + (f" to {hi})" if hi != lo else ")")
     lines.append(f"outcome: {f.outcome}   stage: {f.stage or '-'}   sglang: {ver}")
     if f.error:
         lines.append(f"error: {f.error}")

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Final
 
+from sglwrap.diagnose.catalogue import VersionRange
 from sglwrap.diagnose.patterns import Event, rank_number
 
 STAGES: Final = ("init", "weight_load", "kv_pool", "cuda_graph", "warmup", "serving")
@@ -47,7 +48,9 @@ class RankMemory:
     cuda_graph_mem_gib: float | None = None
     cuda_graph_bs_count: int | None = None
     avail_final_gib: float | None = None
+    mamba_state_gib: float | None = None
     points: tuple[Point, ...] = ()
+    draft: RankMemory | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class NodeLog:
     new_format: bool
     attempts: int
     bench: bool = False
+    release_span: tuple[str, str] | None = None
 
 
 class _Rank:
@@ -103,6 +107,9 @@ class _Rank:
         self.points: list[Point] = []
         self.graph_mem = 0.0
         self.graph_seen = False
+        self.pool_total_seen = False
+        self.draft: _Rank | None = None  # the speculative-decoding draft worker of the same rank
+        self.in_draft = False  # between the draft's "Load weight begin" and its "Load weight end"
 
     def point(self, label: str, avail: object) -> None:
         if isinstance(avail, float) and len(self.points) < 256:
@@ -113,6 +120,7 @@ class _Rank:
         return RankMemory(
             node=self.node, label=self.label or "-", rank=rank_number(self.label), stage=self.stage,
             points=tuple(self.points), cuda_graph_mem_gib=round(self.graph_mem, 2) if self.graph_seen else None,
+            draft=None if self.draft is None else self.draft.freeze(),
             **{k: v.get(k) for k in _FIELDS},  # type: ignore[arg-type]
         )
 
@@ -120,8 +128,15 @@ class _Rank:
 _FIELDS: Final = (
     "init_mem_gib", "avail_before_weights_gib", "weight_mem_gib", "avail_after_weights_gib", "kv_tokens",
     "k_size_gib", "v_size_gib", "kv_size_gib", "avail_after_kv_pool_gib", "avail_before_cuda_graph_gib",
-    "cuda_graph_bs_count", "avail_final_gib",
+    "cuda_graph_bs_count", "avail_final_gib", "mamba_state_gib",
 )
+# A draft worker loads its weights in the process that holds the target's: its free memory before loading is at
+# most the target's free memory after loading (plus this much for allocator noise). More free memory than that
+# means a fresh process: a relaunch.
+DRAFT_SLACK_GIB: Final = 1.0
+
+
+_NOT_CATALOGUED: Final = frozenset({"server_args", "version", "worker_env", "tqdm", "crash"})
 
 
 class TimelineBuilder:
@@ -140,6 +155,7 @@ class TimelineBuilder:
         self.attempts = 0
         self.bench = False
         self._last_crash_label = ""
+        self.releases = VersionRange()
 
     def _reset(self) -> None:
         self.ranks: dict[str, _Rank] = {}
@@ -161,6 +177,8 @@ class TimelineBuilder:
 
     def feed(self, ev: Event) -> None:
         """Apply one event."""
+        if ev.kind not in _NOT_CATALOGUED:
+            self.releases.feed(str(ev.values.get("kind", "")) if ev.kind == "error" else ev.kind, ev.text)
         handler = getattr(self, f"_on_{ev.kind}", None)
         if handler is not None:
             handler(ev)
@@ -171,8 +189,34 @@ class TimelineBuilder:
         self.saw_sglang = True
         self.server_args = dict(ev.values)
 
+    def _spec_possible(self) -> bool:
+        """Speculative decoding is on, or the log does not show the server args (an excerpt)."""
+        return not self.server_args or "speculative_algorithm" in self.server_args
+
+    def _may_be_draft(self, r: _Rank) -> bool:
+        return (self._spec_possible() and not self.came_up and not self.failures
+                and r.v.get("avail_after_weights_gib") is not None)
+
+    def _mem(self, label: str, ev: Event, pool_key: str | None = None) -> _Rank:
+        """The worker (target or draft) of rank ``label`` that a memory line belongs to."""
+        r = self._rank(label)
+        if "draft" in ev.text[:80].lower() or "draft" in str(ev.values.get("name") or ""):
+            if r.draft is None:
+                r.draft = _Rank(self.node, label)
+            return r.draft
+        if r.draft is None:
+            return r
+        if r.in_draft:
+            return r.draft
+        if pool_key is not None and r.v.get(pool_key) is not None:
+            return r.draft
+        return r
+
     def _on_init_begin(self, ev: Event) -> None:
-        if any(r.stage != "init" for r in self.ranks.values()):
+        r = self.ranks.get(ev.tags)
+        if r is not None and self._may_be_draft(r) and r.draft is None:
+            pass  # 0.4.x: the draft's ModelRunner prints "Init torch distributed begin." too
+        elif any(r.stage != "init" for r in self.ranks.values()):
             self._new_attempt()
         self.saw_sglang = True
         self._rank(ev.tags)
@@ -207,13 +251,27 @@ class TimelineBuilder:
     def _on_load_begin(self, ev: Event) -> None:
         self.saw_sglang = True
         r = self._rank(ev.tags)
+        after = r.v.get("avail_after_weights_gib")
+        if after is not None:
+            avail = ev.values["avail"]
+            if (r.draft is None and self._may_be_draft(r) and isinstance(avail, float)
+                    and avail <= float(after) + DRAFT_SLACK_GIB):
+                r.draft = _Rank(self.node, r.label)
+                r.in_draft = True
+            elif not r.in_draft:
+                self._new_attempt()
+                r = self._rank(ev.tags)
+        if r.in_draft and r.draft is not None:
+            r = r.draft
         r.stage = "weight_load"
         r.v["avail_before_weights_gib"] = ev.values["avail"]  # type: ignore[assignment]
         r.point("before weights", ev.values["avail"])
 
     def _on_load_end(self, ev: Event) -> None:
         self.saw_sglang = True
-        r = self._rank(ev.tags)
+        owner = self._rank(ev.tags)
+        r = owner.draft if owner.in_draft and owner.draft is not None else owner
+        owner.in_draft = False
         r.stage = "weight_load"
         r.point("after weights", ev.values["avail"])
         r.stage = "kv_pool"
@@ -221,23 +279,37 @@ class TimelineBuilder:
         r.v["weight_mem_gib"] = ev.values["usage"]  # type: ignore[assignment]
 
     def _on_kv_alloc(self, ev: Event) -> None:
-        r = self._rank(ev.tags)
+        r = self._mem(ev.tags, ev, "avail_after_kv_pool_gib")
         r.stage = "kv_pool"
         vals = ev.values
+        if r.pool_total_seen:
+            return
         first = r.v.get("kv_size_gib") is None
-        r.v["kv_size_gib"] = round((r.v.get("kv_size_gib") or 0.0) + float(vals["size"]), 2)  # type: ignore[arg-type]
+        r.v["kv_size_gib"] = round((r.v.get("kv_size_gib") or 0.0) + float(vals["size"]), 2)  # type: ignore[arg-type, operator]
         if first:
             r.v["k_size_gib"], r.v["v_size_gib"] = vals["k"], vals["v"]  # type: ignore[assignment]
             r.v["kv_tokens"] = vals["tokens"]  # type: ignore[assignment]
 
     def _on_kv_post_capture(self, ev: Event) -> None:
-        r = self._rank(ev.tags)
+        r = self._mem(ev.tags, ev)
         r.v["kv_tokens"], r.v["kv_size_gib"] = ev.values["tokens"], ev.values["kv"]  # type: ignore[assignment]
         r.v["avail_final_gib"] = ev.values["avail"]  # type: ignore[assignment]
         r.point("post-capture KV", ev.values["avail"])
 
+    def _on_pool_total(self, ev: Event) -> None:
+        # "SWAKVPool mem usage: X GB" follows the sub-pools' own "KV Cache is allocated" lines: X is the pool's total
+        r = self._mem(ev.tags, ev, "avail_after_kv_pool_gib")
+        r.stage = "kv_pool"
+        r.v["kv_size_gib"] = ev.values["size"]  # type: ignore[assignment]
+        r.pool_total_seen = True
+
+    def _on_mamba_alloc(self, ev: Event) -> None:
+        r = self._mem(ev.tags, ev, "avail_after_kv_pool_gib")
+        r.stage = "kv_pool"
+        r.v["mamba_state_gib"] = ev.values["size"]  # type: ignore[assignment]
+
     def _on_pool_end(self, ev: Event) -> None:
-        r = self._rank(ev.tags)
+        r = self._mem(ev.tags, ev, "avail_after_kv_pool_gib")
         r.stage = "kv_pool"
         r.v["avail_after_kv_pool_gib"] = ev.values["avail"]  # type: ignore[assignment]
         r.point("after KV pool", ev.values["avail"])
@@ -247,7 +319,7 @@ class TimelineBuilder:
         self.max_total.setdefault("swa_full_tokens", ev.values["tokens"])
 
     def _on_capture_begin(self, ev: Event) -> None:
-        r = self._rank(ev.tags)
+        r = self._mem(ev.tags, ev)
         r.stage = "cuda_graph"
         if "backend=" in ev.text or "CUDA graph begin" in ev.text:
             self.new_format = self.new_format or "backend=" in ev.text
@@ -256,7 +328,7 @@ class TimelineBuilder:
         r.point(f"before {ev.values['name'] or 'cuda'} graph", ev.values["avail"])
 
     def _on_capture_end(self, ev: Event) -> None:
-        r = self._rank(ev.tags)
+        r = self._mem(ev.tags, ev)
         vals = ev.values
         if vals["usage"] is not None:
             r.graph_mem += float(vals["usage"])  # type: ignore[arg-type]
@@ -272,7 +344,7 @@ class TimelineBuilder:
         self._rank(ev.tags).v["cuda_graph_bs_count"] = ev.values["count"]  # type: ignore[assignment]
 
     def _on_tqdm(self, ev: Event) -> None:
-        capturing = [r for r in self.ranks.values() if r.stage == "cuda_graph"]
+        capturing = [r for r in self.ranks.values() if r.stage == "cuda_graph" and r.draft is None]
         for r in capturing:
             if r.v.get("cuda_graph_bs_count") is None and ev.values["done"] == ev.values["total"]:
                 r.v["cuda_graph_bs_count"] = ev.values["total"]  # type: ignore[assignment]
@@ -321,10 +393,11 @@ class TimelineBuilder:
         if ev.values.get("warmup"):
             return "warmup"
         if label in self.ranks:
-            return self.ranks[label].stage
+            return _current_stage(self.ranks[label])
         if not self.ranks:
             return "init"
-        return max((r.stage for r in self.ranks.values()), key=STAGES.index)
+        drafting = [r for r in self.ranks.values() if r.in_draft]
+        return max((_current_stage(r) for r in drafting or self.ranks.values()), key=STAGES.index)
 
     def result(self) -> NodeLog:
         """The frozen summary of everything fed so far."""
@@ -334,8 +407,13 @@ class TimelineBuilder:
             saw_sglang=self.saw_sglang or bool(self.ranks) or bool(self.failures),
             server_args=dict(self.server_args), versions=tuple(self.versions), max_total=dict(self.max_total),
             profiled=dict(self.profiled), workers=tuple(self.workers.values()), new_format=self.new_format,
-            attempts=max(self.attempts, 1), bench=self.bench,
+            attempts=max(self.attempts, 1), bench=self.bench, release_span=self.releases.span(),
         )
+
+
+def _current_stage(r: _Rank) -> str:
+    """The stage of the worker of rank ``r`` that is running: its draft while the draft loads."""
+    return r.draft.stage if r.in_draft and r.draft is not None else r.stage
 
 
 def _int(x: object) -> int | None:

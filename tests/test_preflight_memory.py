@@ -49,5 +49,5 @@ def test_a_marginal_deficit_on_estimated_weights_warns_instead_of_blocking(capsy
     # GiB is inside that estimate's error, so the launch is not stopped; a 20 GiB one (at 0.55) is.
     rc, check = _memory_check(capsys, "--assume", "8xRTX-PRO-6000", "--", "--model-path", "Kimi-K2.5",
                               "--tp-size", "8", "--mem-fraction-static", "0.74")
-    assert check["status"] == "warn" and "kv_pool_oom" in check["reason"]
+    assert check["status"] == "warn" and ("kv_pool_oom" in check["reason"] or "fits_tight" in check["reason"])
     assert rc in (0, 1)

@@ -41,4 +41,8 @@ def check_memory(ctx: Context) -> Verdict:
                        res.fix or "", detail=doc)
     if plan.verdict == "graph_oom_risk":
         return Verdict("memory", Status.WARN, f"graph_oom_risk: {facts_used}", res.fix or "", detail=doc)
+    if plan.verdict == "fits_tight":  # the slack is within the terms' uncertainty: may still fail, say so
+        why = f" (SGLang would fail with: {res.sglang_error})" if res.sglang_error else ""
+        return Verdict("memory", Status.WARN, f"fits_tight: the slack is within the model's uncertainty{why}; "
+                       f"{facts_used}", res.fix or "", detail=doc)
     return Verdict("memory", Status.PASS, f"fits: {facts_used}", detail=doc)

@@ -11,7 +11,7 @@ import pytest
 from sglwrap.host.catalogue import resolve_assume
 from sglwrap.host.facts import GpuProcess, HostFacts, facts_from_dict
 from sglwrap.preflight import Status, run_preflight
-from sglwrap.preflight.args import parse_launch_args
+from sglwrap.sglang.cmdline import parse_cmdline
 from sglwrap.profiles import load_profile
 from sglwrap.sglang.flags import bundled_table
 
@@ -41,7 +41,7 @@ def verdict(facts: HostFacts, cid: str, *args: str, profile: str | None = None, 
     ],
 )
 def test_launch_args_gpus_needed(argv: list[str], need: int) -> None:
-    assert parse_launch_args(argv).gpus_needed == need
+    assert parse_cmdline(argv, bundled_table("0.5.23")).gpus_needed == need
 
 
 def test_gpu_count_blocks_when_short_and_names_cvd() -> None:

@@ -1,0 +1,263 @@
+"""SGLang 0.2.15 - 0.4.8: ``--mem-fraction-static`` from a TP-size ladder (no reserve formula).
+
+Ranges (each starts at a release read in full; releases in between take the rules of the range they fall in):
+
+- 0.2.15 <= v < 0.3.6   server_args.py:98-127 (0.2.15 and 0.3.0 are byte-identical), model_runner.py:485-511
+- 0.3.6  <= v < 0.4.0   server_args.py:140-205, cuda_graph_runner.py:119-129
+- 0.4.0  <= v < 0.4.3   server_args.py:141-219, cuda_graph_runner.py:128-138
+- 0.4.3  <= v < 0.4.6   server_args.py:173-284, cuda_graph_runner.py:109-135
+- 0.4.6  <= v < 0.4.9   server_args.py:200-388, cuda_graph_runner.py:119-155, model_runner.py:234-265
+"""
+
+from __future__ import annotations
+
+from sglwrap.sglang.rules._base import Ctx, Range, filter_capture, tp_fraction
+from sglwrap.sglang.rules.common import custom_all_reduce, decode_graph_flags, page_size, spec_max_running_requests
+
+# 0.2.15 server_args.py:109-119 (0.3.0 identical)
+TP_LADDER_0_2_15 = {16: 0.79, 8: 0.83, 4: 0.85, 2: 0.87, 1: 0.88}
+# 0.3.6 server_args.py:156-166
+TP_LADDER_0_3_6 = {16: 0.79, 8: 0.82, 4: 0.85, 2: 0.87, 1: 0.88}
+# 0.4.0 server_args.py:158-168 (unchanged in 0.4.3 server_args.py:195-205 and 0.4.6 server_args.py:224-235)
+TP_LADDER_0_4_0 = {16: 0.79, 8: 0.81, 4: 0.85, 2: 0.87, 1: 0.88}
+
+
+def _mfs(ctx: Ctx, default: float, where: str) -> None:
+    if ctx.has("mem_fraction_static"):
+        ctx.put("mem_fraction_static", float(ctx.given["mem_fraction_static"]), "user")  # type: ignore[arg-type]
+        ctx.values["mem_fraction_static_source"] = "user"
+    else:
+        ctx.put("mem_fraction_static", default, ctx.cite(where))
+        ctx.values["mem_fraction_static_source"] = "default"
+    ctx.put("reserved_mib", None, ctx.cite(where))
+
+
+def _no_prefill_graph(ctx: Ctx, where: str) -> None:
+    ctx.put("prefill_cuda_graph", False, ctx.cite(where))
+    ctx.put("prefill_graph_sizes", (), ctx.cite(where))
+
+
+def _decode(ctx: Ctx, on: bool, max_bs: int, sizes: list[int], where: str) -> None:
+    src = "user" if ctx.has("cuda_graph_max_bs") or ctx.has("cuda_graph_bs") else ctx.cite(where)
+    ctx.put("decode_cuda_graph", on, ctx.cite(where))
+    ctx.put("cuda_graph_max_bs", max_bs if on else 0, src)
+    ctx.put("cuda_graph_bs", tuple(sizes) if on else (), src)
+
+
+def _gpu_mem_or_note(ctx: Ctx, where: str) -> float | None:
+    if ctx.gpu_mem is None:
+        ctx.note(f"GPU memory unknown: this release reads nvidia-smi unconditionally; rules applied as for a GPU "
+                 f">= 25000 MiB ({where})")
+    return ctx.gpu_mem
+
+
+# ---- 0.2.15 <= v < 0.3.6 ----------------------------------------------------------------------------------------
+def resolve_0_2_15(ctx: Ctx) -> None:
+    """0.2.15 / 0.3.0: TP ladder; chunked prefill 8192 (<= 0 disables); graphs for bs [1,2,4,8..160]."""
+    _mfs(ctx, tp_fraction(TP_LADDER_0_2_15, ctx.tp), "server_args.py:109-119")
+    cps = ctx.int_("chunked_prefill_size", 8192)  # dataclass default 8192, server_args.py:54
+    ctx.put("chunked_prefill_size", cps if cps > 0 else -1,
+            "user" if ctx.has("chunked_prefill_size") else ctx.cite("server_args.py:54,105-107"))
+    # model_runner.py:493-502: graphs off with --disable-cuda-graph or --disable-flashinfer; fixed batch list
+    on = not (ctx.flag("disable_cuda_graph") or ctx.flag("disable_flashinfer"))
+    if ctx.flag("disable_cuda_graph_padding"):
+        sizes = list(range(1, 32)) + [64, 128]
+    else:
+        sizes = [1, 2, 4] + [i * 8 for i in range(1, 21)]
+    if ctx.has("cuda_graph_max_bs"):
+        ctx.note("--cuda-graph-max-bs does not exist before 0.3.x; the capture list is fixed (model_runner.py:499-502)")
+    _decode(ctx, on, max(sizes), filter_capture(sizes, ctx, None, "cuda_graph_runner.py:164-170"),
+            "model_runner.py:493-502")
+    _no_prefill_graph(ctx, "model_runner.py:485-511")
+    ctx.put("max_running_requests", ctx.given.get("max_running_requests"),
+            "user" if ctx.has("max_running_requests") else ctx.cite("server_args.py:51"))
+    ctx.put("page_size", 1, ctx.cite("(no paged KV option in this release)"))
+    backend = "triton" if ctx.flag("disable_flashinfer") else "flashinfer"
+    ctx.put("attention_backend", backend, ctx.cite("model_runner.py:401,426"))
+    ctx.note("attention_backend: flashinfer assumed installed; without it this release uses triton "
+             "(model_runner.py:395-405)")
+    custom_all_reduce(ctx, "model_runner.py:132")
+
+
+# ---- 0.3.6 <= v < 0.4.0 -----------------------------------------------------------------------------------------
+def resolve_0_3_6(ctx: Ctx) -> None:
+    """0.3.6: ladder (0.82 at TP 8); < 25000 MiB quarters chunked prefill and forces graph max bs 4."""
+    _mfs(ctx, tp_fraction(TP_LADDER_0_3_6, ctx.tp), "server_args.py:156-166")
+    gpu_mem = _gpu_mem_or_note(ctx, "server_args.py:169-172")
+    cps = ctx.int_("chunked_prefill_size", 8192)  # server_args.py:63
+    cps_src = "user" if ctx.has("chunked_prefill_size") else ctx.cite("server_args.py:63")
+    max_bs = ctx.int_("cuda_graph_max_bs", 160)  # server_args.py:132
+    bs_src = "user" if ctx.has("cuda_graph_max_bs") else ctx.cite("server_args.py:132")
+    if cps <= 0:
+        cps = -1  # server_args.py:148-150: disabled (None)
+    if gpu_mem is not None and gpu_mem < 25000:  # server_args.py:173-176: also rewrites the user's values
+        if cps > 0:
+            cps //= 4
+        cps_src = max_bs_src = ctx.cite("server_args.py:173-176")
+        max_bs, bs_src = 4, max_bs_src
+        if cps == -1:
+            ctx.note("chunked prefill disabled on a < 25000 MiB GPU: 0.3.6 computes None //= 4 and fails at start "
+                     "(server_args.py:148-150,174)")
+    attn_dp = ctx.attn_dp(needs_dp_gt_1=False)
+    if ctx.flag("enable_dp_attention"):  # server_args.py:189-199: dp_size = tp_size, halves chunk, max bs <= 96
+        attn_dp = ctx.tp
+        if cps > 0:
+            cps //= 2
+        cps_src = ctx.cite("server_args.py:189-199")
+        max_bs, bs_src = min(max_bs, 96), ctx.cite("server_args.py:189-199")
+        ctx.enable("dp_attention_side_effects")
+        ctx.note(f"DP attention: dp_size set to tp_size ({attn_dp}), chunked prefill halved, graph max bs <= 96, "
+                 "schedule_conservativeness x0.3, overlap schedule off (server_args.py:189-199)")
+    ctx.put("chunked_prefill_size", cps, cps_src)
+    on = decode_graph_flags(ctx, torch_native_disables=False, per_phase_flags=False, where="server_args.py")
+    sizes = [1, 2, 4] + [i * 8 for i in range(1, 21)]
+    if ctx.flag("disable_cuda_graph_padding"):
+        sizes = list(range(1, 32)) + [64, 128]
+    capture = filter_capture(sizes, ctx, max_bs, "cuda_graph_runner.py:124-129")
+    ctx.put("decode_cuda_graph", on, ctx.cite("cuda_graph_runner.py:119-129"))
+    ctx.put("cuda_graph_max_bs", max_bs if on else 0, bs_src)
+    ctx.put("cuda_graph_bs", tuple(capture) if on else (), ctx.cite("cuda_graph_runner.py:119-129"))
+    _no_prefill_graph(ctx, "cuda_graph_runner.py")
+    ctx.put("max_running_requests", ctx.given.get("max_running_requests"),
+            "user" if ctx.has("max_running_requests") else ctx.cite("server_args.py"))
+    ctx.put("page_size", 1, ctx.cite("(no paged KV option in this release)"))
+    ctx.take("attention_backend", "flashinfer", ctx.cite("server_args.py:178-186"))
+    ctx.note("attention_backend: flashinfer assumed installed; without it triton (server_args.py:178-181)")
+    custom_all_reduce(ctx, "server_args.py disable_custom_all_reduce")
+
+
+# ---- 0.4.0 <= v < 0.4.3 and 0.4.3 <= v < 0.4.6 -----------------------------------------------------------------
+def _resolve_0_4_early(ctx: Ctx, *, r043: bool) -> None:
+    lines = "server_args.py:195-224" if r043 else "server_args.py:158-183"
+    _mfs(ctx, tp_fraction(TP_LADDER_0_4_0, ctx.tp), "server_args.py:195-205" if r043 else "server_args.py:158-168")
+    gpu_mem = ctx.gpu_mem
+    small = gpu_mem is not None and gpu_mem < 25_000
+    if gpu_mem is None and not r043:
+        _gpu_mem_or_note(ctx, "server_args.py:152-156")
+    cps = ctx.take("chunked_prefill_size", 2048 if small else 8192, ctx.cite(lines))
+    if r043:
+        default_bs = (8 if ctx.tp < 4 else 80) if small else 160
+    else:
+        default_bs = 8 if small else 160
+    max_bs = int(ctx.take("cuda_graph_max_bs", default_bs, ctx.cite(lines)))  # type: ignore[call-overload]
+    cps = int(cps)  # type: ignore[call-overload]
+    if ctx.flag("enable_dp_attention"):
+        where = "server_args.py:253-262" if r043 else "server_args.py:201-214"
+        cps = cps // 2
+        if not r043:
+            max_bs = min(max_bs, 96)
+        ctx.put("chunked_prefill_size", cps, ctx.cite(where))
+        ctx.enable("dp_attention_side_effects")
+        ctx.note(f"DP attention: dp_size set to tp_size, chunked prefill halved"
+                 f"{'' if r043 else ', graph max bs <= 96, overlap schedule off'} ({where})")
+    padding_off = ctx.flag("disable_cuda_graph_padding")
+    if r043 and ctx.spec == "EAGLE":  # server_args.py:264-272
+        ctx.put("chunked_prefill_size", -1, ctx.cite("server_args.py:264-272"))
+        padding_off = True
+        ctx.note("EAGLE: chunked prefill, radix cache and overlap schedule off (server_args.py:264-272)")
+    on = decode_graph_flags(ctx, torch_native_disables=True, per_phase_flags=False, where=lines)
+    if r043 and ctx.has("cuda_graph_bs"):
+        sizes = [int(b) for b in ctx.given["cuda_graph_bs"]]  # type: ignore[attr-defined]
+    elif padding_off:
+        sizes = list(range(1, 33 if r043 else 32)) + [64, 128]
+    else:
+        sizes = [1, 2, 4] + [i * 8 for i in range(1, 21)]
+    where = "cuda_graph_runner.py:109-135" if r043 else "cuda_graph_runner.py:128-138"
+    capture = filter_capture(sizes, ctx, max_bs, where)
+    ctx.put("decode_cuda_graph", on, ctx.cite(where))
+    ctx.values["cuda_graph_max_bs"] = max_bs if on else 0
+    ctx.put("cuda_graph_bs", tuple(capture) if on else (), ctx.cite(where))
+    _no_prefill_graph(ctx, where)
+    ctx.put("max_running_requests", ctx.given.get("max_running_requests"),
+            "user" if ctx.has("max_running_requests") else ctx.cite("server_args.py"))
+    ctx.put("page_size", 1, ctx.cite("(no paged KV option in this release)"))
+    ctx.take("attention_backend", "flashinfer", ctx.cite("server_args.py:226-233" if r043 else "server_args.py:185-190"))
+    ctx.note("attention_backend: flashinfer assumed installed; without it triton")
+    custom_all_reduce(ctx, "server_args.py disable_custom_all_reduce")
+
+
+def resolve_0_4_0(ctx: Ctx) -> None:
+    """0.4.0: ladder (0.81 at TP 8); chunked 2048 / graph max bs 8 below 25000 MiB, else 8192 / 160."""
+    _resolve_0_4_early(ctx, r043=False)
+
+
+def resolve_0_4_3(ctx: Ctx) -> None:
+    """0.4.3: as 0.4.0, but below 25000 MiB graph max bs 8 at TP < 4 and 80 at TP >= 4; EAGLE disables chunking."""
+    _resolve_0_4_early(ctx, r043=True)
+
+
+# ---- 0.4.6 <= v < 0.4.9 -----------------------------------------------------------------------------------------
+def resolve_0_4_6(ctx: Ctx) -> None:
+    """0.4.6: ladder up to 81920 MiB, above it (gpu - 13 GiB) / gpu; no max bs default above 25000 MiB."""
+    gpu_mem = ctx.gpu_mem
+    if gpu_mem is None:
+        ctx.note("GPU memory unknown: 0.4.6 compares None <= 81920 and fails; the TP ladder is used here "
+                 "(server_args.py:222-226)")
+        frac = tp_fraction(TP_LADDER_0_4_0, ctx.tp)
+    elif gpu_mem <= 81920:
+        frac = tp_fraction(TP_LADDER_0_4_0, ctx.tp)
+    else:
+        frac = (gpu_mem - 1024 * 13) / gpu_mem
+    _mfs(ctx, frac, "server_args.py:224-238")
+    if gpu_mem is not None and gpu_mem > 81920 and not ctx.has("mem_fraction_static"):
+        ctx.values["reserved_mib"] = 13 * 1024.0
+    small = gpu_mem is not None and gpu_mem < 25_000
+    cps = int(ctx.take("chunked_prefill_size", 2048 if small else 8192,  # type: ignore[call-overload]
+                       ctx.cite("server_args.py:241-246")))
+    if ctx.flag("enable_dp_attention"):  # server_args.py:290-300
+        if ctx.dp <= 1:
+            ctx.note("--enable-dp-attention needs --dp-size > 1 in 0.4.6 (an assert, server_args.py:293-295)")
+        cps //= max(1, ctx.dp)
+        ctx.put("chunked_prefill_size", cps, ctx.cite("server_args.py:290-300"))
+        ctx.enable("dp_attention_side_effects")
+        ctx.note("DP attention: chunked prefill divided by dp_size, schedule_conservativeness x0.3 "
+                 "(server_args.py:290-300)")
+    # server_args.py:260-267: only small GPUs get a max bs; otherwise the runner's list decides
+    user_bs = ctx.given.get("cuda_graph_max_bs")
+    max_bs: int | None = int(user_bs) if user_bs is not None else ((8 if ctx.tp < 4 else 80) if small else None)  # type: ignore[call-overload]
+    if ctx.has("cuda_graph_bs"):
+        sizes = [int(b) for b in ctx.given["cuda_graph_bs"]]  # type: ignore[attr-defined]
+    else:
+        # cuda_graph_runner.py:123-140
+        if ctx.spec is None:
+            sizes = (list(range(1, 33)) + list(range(40, 161, 16)) if ctx.flag("disable_cuda_graph_padding")
+                     else [1, 2, 4, 8] + list(range(16, 161, 8)))
+        else:
+            sizes = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 161, 16))
+        if gpu_mem is not None and gpu_mem > 81920 and ctx.dp == 1:
+            sizes += list(range(160, 257, 8))
+    capture = filter_capture(sizes, ctx, max_bs, "cuda_graph_runner.py:142-153")
+    on = decode_graph_flags(ctx, torch_native_disables=True, per_phase_flags=False, where="server_args.py:277-281")
+    where = "cuda_graph_runner.py:119-155"
+    ctx.put("decode_cuda_graph", on, ctx.cite(where))
+    ctx.put("cuda_graph_max_bs", (max(capture) if capture else 0) if on else 0,
+            "user" if user_bs is not None else ctx.cite("server_args.py:260-267, " + where))
+    ctx.put("cuda_graph_bs", tuple(capture) if on else (), ctx.cite(where))
+    _no_prefill_graph(ctx, where)
+    spec_max_running_requests(ctx, ("EAGLE", "EAGLE3"), "server_args.py:320-323")
+    backend = ctx.str_("attention_backend")
+    page_size(ctx, backend, where="server_args.py:253-257", trtllm=False)
+    if backend is None:
+        if ctx.is_mla and ctx.capability is not None:
+            # model_runner.py:258-263: MLA -> fa3 on Hopper (CUDA >= 12.3), else triton
+            ctx.put("attention_backend", "fa3" if ctx.capability == (9, 0) else "triton",
+                    ctx.cite("model_runner.py:258-263"))
+            ctx.note("attention_backend: chosen in ModelRunner at load; fa3 on Hopper assumes CUDA >= 12.3 "
+                     "(model_runner.py:258-263)")
+        else:
+            ctx.put("attention_backend", None, ctx.cite("model_runner.py:234-265"))
+            ctx.note("attention_backend: decided in ModelRunner.model_specific_adjustment at load (fa3 on Hopper for "
+                     "FA3-default architectures without topk > 1 speculative decoding, else flashinfer or triton; "
+                     "model_runner.py:234-265)")
+    else:
+        ctx.put("attention_backend", backend, "user")
+    custom_all_reduce(ctx, "server_args.py disable_custom_all_reduce")
+
+
+RANGES = (
+    Range("0.2.15", "0.2.15-0.3.5: server_args.py:105-119, model_runner.py:493-502", resolve_0_2_15),
+    Range("0.3.6", "0.3.6-0.3.x: server_args.py:156-199, cuda_graph_runner.py:119-129", resolve_0_3_6),
+    Range("0.4.0", "0.4.0-0.4.2: server_args.py:158-214, cuda_graph_runner.py:128-138", resolve_0_4_0),
+    Range("0.4.3", "0.4.3-0.4.5: server_args.py:195-272, cuda_graph_runner.py:109-135", resolve_0_4_3),
+    Range("0.4.6", "0.4.6-0.4.8: server_args.py:224-323, cuda_graph_runner.py:119-155", resolve_0_4_6),
+)

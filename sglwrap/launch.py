@@ -27,7 +27,32 @@ from sglwrap.sglang.flags import FlagTable, pick_flag
 from sglwrap.sglang.release import TargetRelease
 
 SERVER_MODULE = "sglang.launch_server"
+# `sglang serve` (console script sglang = sglang.cli.main:main). From SGLang 0.5.10 on, `python -m
+# sglang.launch_server` warns that it is only "still supported" and recommends `sglang serve`; 0.5.10 is also where
+# `serve` got `--model-type`, which sglwrap sets to `llm` so serve skips its diffusion auto-detection (which may fetch
+# model_index.json from the Hub) and runs exactly launch_server's code: prepare_server_args + run_server, under the
+# same try/finally kill_process_tree. Exec'd through `python -c` so the PID, signals and exit code stay SGLang's and no
+# console script has to exist next to the interpreter.
+SERVE_ENTRY = "sglang serve"
+SERVE_SINCE = (0, 5, 10)
+SERVE_BOOT = "import sys; from sglang.cli.main import main; sys.argv[0] = 'sglang'; sys.exit(main())"
 MANIFEST_NAME = "manifest.json"
+
+
+def server_entry(version: object) -> str:
+    """What to exec for SGLang ``version``: :data:`SERVE_ENTRY` from 0.5.10 on, else :data:`SERVER_MODULE`."""
+    try:
+        parts = tuple(int(p) for p in str(version).split("+")[0].split(".")[:3])
+    except ValueError:
+        return SERVER_MODULE
+    return SERVE_ENTRY if parts >= SERVE_SINCE else SERVER_MODULE
+
+
+def entry_argv(python: str, module: str) -> list[str]:
+    """The argv in front of SGLang's own arguments: ``python -m MODULE`` or ``sglang serve`` through ``python -c``."""
+    if module == SERVE_ENTRY:
+        return [python, "-c", SERVE_BOOT, "serve", "--model-type", "llm"]
+    return [python, "-m", module]
 
 
 @dataclass(frozen=True)
@@ -51,7 +76,7 @@ class LaunchPlan:
 
     @property
     def argv(self) -> list[str]:
-        return [self.python, "-m", self.module, *self.sglang_args]
+        return [*entry_argv(self.python, self.module), *self.sglang_args]
 
 
 def plan_launch(profile: Profile, cmd: SglangCmdline, *, python: str,

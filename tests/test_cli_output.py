@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, run_sglwrap
+from .conftest import REPO, requires_sglang, run_sglwrap
 
 STORY = "sglang=0.5.23,torch=2.9.1+cu128,flashinfer-python=0.6.16,driver=580.95.05"
 PRE = ("preflight", "--assume", "8xRTX-PRO-6000", "--assume-stack", STORY)
@@ -172,3 +172,40 @@ def test_diagnose_lists_ranks_in_numeric_order(tmp_path: Path) -> None:
     assert listed == sorted(order), res.stdout
     doc = json.loads(run_sglwrap("diagnose", "--json", str(log)).stdout)
     assert [r["label"] for r in doc["ranks"]] == [f"TP{r}" for r in sorted(order)]
+
+
+@requires_sglang
+def test_launch_execs_sglang_serve_in_its_own_pid_without_the_deprecation_warning(tmp_path: Path) -> None:
+    """SGLang 0.5.23 says `python -m sglang.launch_server` is only "still supported"; sglwrap execs `sglang serve`
+    (the same process: its PID, its exit code) and that warning is gone."""
+    missing = str(tmp_path / "no-such-model")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    old = subprocess.run([sys.executable, "-m", "sglang.launch_server", "--model-path", missing],
+                         capture_output=True, text=True, timeout=300)
+    assert "'sglang serve' is the recommended entrypoint" in old.stderr  # what the old entry prints
+    script = Path(sys.executable).parent / "sglang"
+    if not script.exists():
+        pytest.skip(f"no {script} console script to compare with")
+    plain = subprocess.run([str(script), "serve", "--model-path", missing], capture_output=True, text=True,
+                           timeout=300)
+    proc = subprocess.Popen([sys.executable, "-m", "sglwrap", "launch", "--", "--model-path", missing],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == plain.returncode != 0
+    assert "recommended entrypoint" not in err
+    lines = [json.loads(ln[ln.index("{"):]) for ln in err.splitlines() if '"sglwrap": "worker-env"' in ln]
+    launcher = [ln for ln in lines if ln["role"] == "module:sglang.cli.main"]
+    assert len(launcher) == 1 and launcher[0]["pid"] == proc.pid, err[-2000:]
+
+
+def test_server_module_override_still_execs_that_module(tmp_path: Path) -> None:
+    env = {**os.environ, "SGLWRAP_SERVER_MODULE": "fake_sglang_server"}
+    res = run_sglwrap("launch", "--dry-run", "--json", "--assume", "2xH200", "--", "--model-path", "m", env=env)
+    argv = json.loads(res.stdout)["argv"]
+    assert argv[1:3] == ["-m", "fake_sglang_server"] and argv[3:5] == ["--model-path", "m"]
+
+
+def test_releases_before_serve_keep_launch_server() -> None:
+    res = run_sglwrap("launch", "--dry-run", "--json", "--assume", "2xH200", "--assume-stack", "sglang=0.5.9", "--",
+                      "--model-path", "m")
+    assert json.loads(res.stdout)["argv"][1:3] == ["-m", "sglang.launch_server"]

@@ -54,8 +54,11 @@ def test_dry_run_writes_nothing_without_keep(capsys: pytest.CaptureFixture[str],
 def test_dry_run_json_has_the_contract_keys_and_writes_the_files(capsys: pytest.CaptureFixture[str]) -> None:
     doc = dry_run_json(capsys, "--profile", "fewchan", "--", "--model-path", str(MODEL), "--tp-size", "8")
     assert {"argv", "env", "sitecustomize", "manifest", "profile"} <= set(doc)
-    assert doc["argv"][1:3] == ["-m", "sglang.launch_server"]
-    assert doc["argv"][3:] == ["--model-path", str(MODEL), "--tp-size", "8"]
+    # SGLang 0.5.23 (installed, or the newest bundled table): `sglang serve`, with the LLM backend chosen explicitly
+    serve = doc["argv"].index("serve")
+    assert doc["argv"][1] == "-c" and "sglang.cli.main" in doc["argv"][2] and serve == 3
+    assert doc["argv"][serve + 1:serve + 3] == ["--model-type", "llm"]
+    assert doc["argv"][serve + 3:] == ["--model-path", str(MODEL), "--tp-size", "8"]
     site = Path(doc["sitecustomize"])
     assert doc["env"]["PYTHONPATH"].split(os.pathsep)[0] == str(site.parent)
     assert doc["env"]["NCCL_MAX_NCHANNELS"] == "2"
@@ -70,7 +73,7 @@ def test_drop_in_form_passes_unknown_options_through_and_keeps_json_model_overri
         capsys: pytest.CaptureFixture[str]) -> None:
     doc = dry_run_json(capsys, "--model-path", str(MODEL), "--profile", "lowgraph", "--tp-size", "2",
                        "--json-model-override-args", '{"rope_scaling": null}')
-    args = doc["argv"][3:]
+    args = doc["argv"][doc["argv"].index("--model-path"):]
     assert args[:6] == ["--model-path", str(MODEL), "--tp-size", "2", "--json-model-override-args",
                         '{"rope_scaling": null}']
     assert args[6:] == ["--cuda-graph-max-bs-decode", "128"]
@@ -237,7 +240,7 @@ def test_injection_reaches_real_sglang_scheduler_processes_on_cpu(tmp_path: Path
         except ProcessLookupError:
             pass
     lines = [json.loads(ln[ln.index("{"):]) for ln in out.splitlines() if '"sglwrap": "worker-env"' in ln]
-    launcher = [ln for ln in lines if ln["role"] == "module:sglang.launch_server"]
+    launcher = [ln for ln in lines if ln["role"] == "module:sglang.cli.main"]  # `sglang serve`, exec'd
     workers = [ln for ln in lines if ln["role"] == "spawn-worker"]
     assert len(launcher) == 1 and launcher[0]["pid"] == proc.pid
     assert workers, f"no scheduler process reported; output tail:\n{out[-3000:]}"

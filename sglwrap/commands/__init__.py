@@ -6,7 +6,7 @@ what ``launch`` imports.
 
 # verb -> module under sglwrap.commands; help text shown by `sglwrap --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "launch": ("launch", "plan, check and exec python -m sglang.launch_server with a profile"),
+    "launch": ("launch", "plan, check and exec SGLang (sglang serve) with a profile"),
     "profiles": ("profiles", "list, show and render profiles"),
     "preflight": ("preflight", "run the preflight checks alone"),
     "memory": ("memory", "predict SGLang's GPU memory budget and OOMs"),

@@ -33,7 +33,7 @@ OWN_OPTIONS: dict[str, bool] = {
 def add_parser(sub: Any) -> None:
     """Register `launch` (its options are split from SGLang's by `parse`; this parser serves --help)."""
     p = sub.add_parser(
-        "launch", help="plan, check and exec python -m sglang.launch_server with a profile",
+        "launch", help="plan, check and exec SGLang (sglang serve) with a profile",
         description="Resolve a profile, run the checks, render the injector and exec SGLang in this process. "
                     "Every option sglwrap does not own is passed to SGLang unchanged (with or without `--`).")
     p.add_argument("--profile", help="profile name or file (default: $SGLWRAP_PROFILE, else baseline)")
@@ -120,8 +120,9 @@ def run(opts: L.LaunchOptions) -> int:
         opts = dataclasses.replace(opts, sglang_args=cmd.argv)
     endpoint = _endpoint(cmd) if opts.notify else None
     # --- end multi-node ---
-    module = os.environ.get("SGLWRAP_SERVER_MODULE", L.SERVER_MODULE)
-    if not opts.dry_run and module == L.SERVER_MODULE and release.installed is None:
+    # `sglang serve` where the release has it (0.5.10+), else python -m sglang.launch_server; tests substitute a module
+    module = os.environ.get("SGLWRAP_SERVER_MODULE") or L.server_entry(release.version)
+    if not opts.dry_run and "SGLWRAP_SERVER_MODULE" not in os.environ and release.installed is None:
         raise ConfigError(f"SGLang is not installed for {python}; install it there (pip install sglang) or point "
                           "SGLWRAP_PYTHON at the interpreter that has it")
     plan = L.prepare(opts, cmd, release, environ, python)

@@ -63,11 +63,13 @@ def check_host_shm(ctx: Context) -> Verdict:
     """/dev/shm large enough for NCCL's SHM transport (containers default to 64 MiB)."""
     if not is_live(ctx):
         return _skipped("host-shm")
+    total: int | None = None
+    free: int | None = None
     try:
         st = os.statvfs("/dev/shm")
         total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
     except OSError:
-        total = free = None
+        pass
     return shm_verdict(total, free, local_ranks(ctx))
 
 

@@ -115,6 +115,7 @@ def bundled_release_data() -> dict[str, dict[str, Any]]:
     return _BUNDLED
 
 
+@functools.lru_cache(maxsize=8)
 def entry_classes(models_dir: Path) -> frozenset[str]:
     """The ``EntryClass`` names of ``srt/models/*.py`` (SGLang's registry, ``pkgutil.iter_modules``), by ``ast``."""
     from sglwrap.sglang.generate import read_architectures
@@ -122,6 +123,7 @@ def entry_classes(models_dir: Path) -> frozenset[str]:
     return frozenset(read_architectures(models_dir.parent.parent)["architectures"])
 
 
+@functools.lru_cache(maxsize=8)
 def quantization_registry(pkg: Path) -> frozenset[str]:
     """The keys of ``srt/layers/quantization/__init__.py``'s ``(BASE_|VLLM_)QUANTIZATION_METHODS`` dicts: the
     names ``ModelConfig._verify_quantization`` accepts (a superset of ``--quantization``'s choices)."""
@@ -166,11 +168,11 @@ def installed_package_dir(python: str, dist: str = "sglang") -> Path | None:
 def _installed_pkg(ctx: Context, version: str) -> Path | None:
     from sglwrap.sglang.release import target_python
 
-    python = target_python(ctx.environ)
-    installed = ctx.facts.packages.get("sglang")
-    if installed is None or installed.split("+")[0] != version:
+    from sglwrap.preflight.deps import installed_sglang
+
+    if installed_sglang(ctx) != version:
         return None
-    return installed_package_dir(python)
+    return installed_package_dir(target_python(ctx.environ))
 
 
 def release_architectures(ctx: Context, version: str) -> tuple[frozenset[str], str] | None:
@@ -210,8 +212,12 @@ def architectures_catalogue() -> dict[str, frozenset[str]]:
 
 
 def arch_verdict(archs: list[str], registered: frozenset[str], version: str, where: str,
-                 catalogue: Mapping[str, Iterable[str]]) -> Verdict:
-    """model-arch from the model's ``architectures`` and what release ``version`` registers (pure)."""
+                 catalogue: Mapping[str, Iterable[str]], *, transformers_has: bool | None = None,
+                 model_impl: str | None = None) -> Verdict:
+    """model-arch from the model's ``architectures`` and what release ``version`` registers (pure).
+
+    ``transformers_has``: whether the transformers that will run knows the class (None: unknown, e.g. an assumed
+    release); the Transformers backend (0.4.9+) can only take a class it knows."""
     cid = "model-arch"
     if not archs:
         return Verdict(cid, Status.WARN, "config.json has no 'architectures': SGLang cannot pick a model class "
@@ -224,14 +230,19 @@ def arch_verdict(archs: list[str], registered: frozenset[str], version: str, whe
     named = [f"{a} (first in {r})" for a, r in firsts.items() if r]
     since = min((r for r in firsts.values() if r), default=None, key=_vkey)
     later = f"; {', '.join(named)}" if named else "; no release sglwrap knows registers it"
-    fix = f"upgrade SGLang to >= {since}" if since else "use a model SGLang supports, or --model-impl transformers"
-    msg = (f"SGLang {version} does not register {', '.join(archs)} ({where}){later}: "
-           f"'Model architectures {archs} are not supported for now' (srt/models/registry.py)")
+    fix = f"upgrade SGLang to >= {since}" if since else "use a model SGLang supports"
+    head = f"SGLang {version} does not register {', '.join(archs)} ({where}){later}"
+    if TRANSFORMERS_FALLBACK in registered and (transformers_has or model_impl == "transformers"):
+        return Verdict(cid, Status.WARN, f"{head}: it falls back to the Transformers backend "
+                       "(model_loader/utils.py resolve_transformers_arch): slower, and fails if the class does not "
+                       "support it", fix)
+    fallback = ""
     if TRANSFORMERS_FALLBACK in registered:
-        return Verdict(cid, Status.WARN, msg.replace(": 'Model", ": it falls back to the Transformers backend "
-                                                     "(slower, fails if transformers lacks the class) instead of "
-                                                     "'Model"), fix)
-    return Verdict(cid, Status.BLOCK, msg, fix)
+        fallback = (" and the Transformers backend cannot take it (the installed transformers lacks the class)"
+                    if transformers_has is False else
+                    " (the Transformers backend fallback is unverified for an assumed release)")
+    return Verdict(cid, Status.BLOCK, f"{head}{fallback}: 'Model architectures {archs} are not supported for "
+                   "now' (srt/models/registry.py)", fix)
 
 
 def _vkey(v: str) -> tuple[int, ...]:
@@ -249,7 +260,17 @@ def check_model_arch(ctx: Context) -> Verdict:
     reg = release_architectures(ctx, version)
     if reg is None:
         return Verdict(cid, Status.SKIP, f"no architecture list for SGLang {version} (not bundled, not installed)")
-    return arch_verdict(mf.architectures, reg[0], version, reg[1], architectures_catalogue())
+    has: bool | None = None
+    if _installed_pkg(ctx, version) is not None:
+        from sglwrap.preflight.deps import installed_dirs, transformers_classes
+        from sglwrap.sglang.release import target_python
+
+        tdir = installed_dirs(target_python(ctx.environ)).get("transformers")
+        known = transformers_classes(Path(tdir)) if tdir else frozenset()
+        has = any(a in known for a in mf.architectures) if known else None
+    impl = ctx.args.get("model_impl")
+    return arch_verdict(mf.architectures, reg[0], version, reg[1], architectures_catalogue(), transformers_has=has,
+                        model_impl=None if impl is None else str(impl))
 
 
 # --- model-quant ------------------------------------------------------------------------------------------

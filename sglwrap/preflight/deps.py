@@ -83,7 +83,7 @@ def _environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dict[str
     requires: tuple[str, ...] = ()
     dirs: dict[str, str] = {}
     for dist in metadata.distributions(path=site_paths(python)):
-        name = dist.metadata.get("Name")
+        name = dist.metadata["Name"]
         if not name:
             continue
         cname = canonicalize_name(name)
@@ -97,6 +97,7 @@ def _environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dict[str
     return versions, requires, dirs
 
 
+@functools.lru_cache(maxsize=8)
 def transformers_model_types(pkg: Path) -> frozenset[str]:
     """The ``model_type`` keys of transformers' ``CONFIG_MAPPING_NAMES`` (``models/auto/configuration_auto.py``,
     ``auto_mappings.py`` in newer releases): its assignments and ``.update(...)`` calls, read with ``ast``."""
@@ -128,6 +129,35 @@ def transformers_model_types(pkg: Path) -> frozenset[str]:
     return frozenset(out)
 
 
+@functools.lru_cache(maxsize=8)
+def transformers_classes(pkg: Path) -> frozenset[str]:
+    """Model class names transformers' auto mappings name (``models/auto/modeling_auto.py``): what SGLang's
+    Transformers backend can resolve with ``getattr(transformers, arch)``."""
+    try:
+        tree = ast.parse((pkg / "models" / "auto" / "modeling_auto.py").read_bytes())
+    except (OSError, SyntaxError):
+        return frozenset()
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Tuple) and len(n.elts) == 2 and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in n.elts):
+            out.add(str(n.elts[1].value))  # type: ignore[attr-defined]
+    return frozenset(out)
+
+
+def installed_dirs(python: str) -> dict[str, str]:
+    """Package directories of the installed ``sglang`` and ``transformers`` for ``python``."""
+    return dict(_environment(python)[2])
+
+
+def installed_sglang(ctx: Context) -> str | None:
+    """The SGLang version really installed for the target interpreter (``--assume-stack`` does not change it)."""
+    from sglwrap.sglang.release import installed_version_text, target_python
+
+    return installed_version_text(target_python(ctx.environ))
+
+
+@functools.lru_cache(maxsize=8)
 def sglang_model_types(pkg: Path) -> frozenset[str]:
     """``model_type = "..."`` class attributes of SGLang's own config classes (``srt/configs/*.py``)."""
     out: set[str] = set()
@@ -182,8 +212,7 @@ def check_python_deps(ctx: Context) -> Verdict:
 
     cid = "python-deps"
     target = ctx.stack.sglang or ctx.args.version
-    installed_sglang = ctx.facts.packages.get("sglang")
-    if installed_sglang is None or installed_sglang != target:
+    if installed_sglang(ctx) != target:
         return Verdict(cid, Status.SKIP, f"SGLang {target} is not the installed release: its pins and the installed "
                        "transformers are not what will run")
     python = target_python(ctx.environ)

@@ -79,23 +79,14 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> UnitOptions:
 
 def _check_sglang_args(args: Sequence[str], notify: bool) -> list[str]:
     """Refuse what SGLang would refuse (64) and, with --notify, an endpoint sglwrap cannot poll; SGLang's flags."""
-    from sglwrap.sglang import flags
-
-    table = flags.flag_table()
-    try:  # the SglangCmdline reader, where this sglwrap has it
-        from sglwrap.sglang.cmdline import parse_cmdline
-    except ImportError:
-        parse_cmdline = None  # type: ignore[assignment]
     from sglwrap import supervise
+    from sglwrap.sglang.cmdline import parse_cmdline
+    from sglwrap.sglang.flags import flag_table
 
-    if parse_cmdline is not None:
-        cmd = parse_cmdline(args, table)
-        if notify:
-            supervise.endpoint_from_args(cmd)  # type: ignore[arg-type]
-    else:
-        flags.parse_user_args(args, table)  # type: ignore[attr-defined]
-        if notify:
-            supervise.endpoint_from_args(args, table)  # type: ignore[call-arg]
+    table = flag_table()
+    cmd = parse_cmdline(args, table)
+    if notify:
+        supervise.endpoint_from_args(cmd)  # --grpc-mode or a bad --port: refused now
     return list(table.flags)
 
 

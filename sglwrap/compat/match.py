@@ -78,6 +78,8 @@ def package_version(ctx: Context, name: str) -> str | None:
         return ctx.facts.driver_version
     if name == "cuda-driver":
         return st.driver_cuda
+    if name == "sglang" and name not in st.packages:
+        return ctx.args.version  # the release the command line was read for (assumed, installed or bundled)
     return st.packages.get(name)
 
 

@@ -54,6 +54,12 @@ _CAT: tuple[CatalogueGpu, ...] = (
                  "48 GB datasheet capacity (no public nvidia-smi total found); Ampere CC 8.6; modelled without NVLink bridge"),
     CatalogueGpu("RTX-6000-Ada", "NVIDIA RTX 6000 Ada Generation", 49152, (8, 9), "pcie", 0, True,
                  "48 GB datasheet capacity (no public nvidia-smi total found); CC 8.9; PCIe only"),
+    CatalogueGpu("RTX-2080", "NVIDIA GeForce RTX 2080", 8192, (7, 5), "pcie", 0, False,
+                 "8 GB datasheet capacity (no public nvidia-smi total found); Turing CC 7.5; GeForce: no PCIe P2P"),
+    CatalogueGpu("RTX-2080-Ti", "NVIDIA GeForce RTX 2080 Ti", 11264, (7, 5), "pcie", 0, False,
+                 "11 GB datasheet capacity (no public nvidia-smi total found); Turing CC 7.5; GeForce: no PCIe P2P"),
+    CatalogueGpu("RTX-A4000", "NVIDIA RTX A4000", 16384, (8, 6), "pcie", 0, True,
+                 "name from nvidia-smi (RainbowMiner/RainbowMiner issue 1796); 16 GB datasheet capacity; Ampere CC 8.6"),
     CatalogueGpu("RTX-3060", "NVIDIA GeForce RTX 3060", 12288, (8, 6), "pcie", 0, False,
                  "nvidia-smi 12288MiB (geerlingguy/raspberry-pi-pcie-devices issue 790); GeForce: PCIe P2P disabled"),
     CatalogueGpu("RTX-3090", "NVIDIA GeForce RTX 3090", 24576, (8, 6), "pcie", 0, False,
@@ -103,6 +109,9 @@ _CAT: tuple[CatalogueGpu, ...] = (
 _UNSUPPORTED = re.compile(r"^(MI\d+[A-Z]*|RX-?\d+.*|RADEON.*|INSTINCT.*|GAUDI.*|ARC-.*|MAX-\d+)$", re.I)
 
 CATALOGUE: dict[str, CatalogueGpu] = {g.key.upper(): g for g in _CAT}
+# Short names people write: "A100" is the 80 GB SXM part unless the memory is given.
+_ALIASES = {"A100": "A100-80G", "H100-SXM": "H100", "H200-SXM": "H200"}
+CATALOGUE.update({alias: CATALOGUE[key.upper()] for alias, key in _ALIASES.items()})
 
 _ASSUME_RE = re.compile(r"^(\d+)\s*[xX]\s*([A-Za-z0-9][A-Za-z0-9._-]*)$")
 

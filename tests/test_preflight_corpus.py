@@ -1,0 +1,159 @@
+"""Real launch failures and working setups from public reports (tests/corpus/preflight/*.yaml), each run through the
+CLI: ``sglwrap preflight --json --assume <gpus> --assume-stack <stack> -- <flags>``.
+
+A failure must come out blocked or downgraded and name the right knowledge-base entry (``[id]`` in a check's
+reason); a working setup must not be blocked. The target interpreter is a bare virtualenv, so the cases see only
+the stack they state (not this machine's packages or binaries).
+
+Two schemas are read: ``k*.yaml`` (this file's: gpus, stack, flags, env, expect.verdict/entry) and the ``m*.yaml``
+cases of the model checks (assume/gpus, assume_stack/stack, args/flags as a list or a string, expect or
+expected_verdict with entry/check).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "tests" / "corpus" / "preflight"
+FILES = sorted(CORPUS.glob("*.yaml"))
+
+
+def _load(path: Path) -> dict[str, Any]:
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(doc, dict), f"{path.name}: not a mapping"
+    return doc
+
+
+def _stack(value: Any) -> str | None:
+    if value in (None, "", {}):
+        return None
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
+
+
+def _flags(value: Any) -> list[str]:
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        return shlex.split(value)
+    return [str(v) for v in value]
+
+
+def _expect(doc: dict[str, Any]) -> tuple[str, str | None]:
+    exp = doc.get("expect") or {}
+    if isinstance(exp, str):
+        exp = {"verdict": exp}
+    verdict = str(exp.get("verdict") or doc.get("expected_verdict") or
+                  ("not-blocked" if doc.get("kind") == "working" else "blocked-or-downgraded"))
+    entry = exp.get("entry") or exp.get("check") or doc.get("expected_entry") or doc.get("entry")
+    return verdict, (str(entry) if entry else None)
+
+
+def argv_of(doc: dict[str, Any]) -> list[str]:
+    """The sglwrap command line a case stands for."""
+    argv = ["preflight", "--json", "--assume", str(doc.get("gpus") or doc.get("assume"))]
+    stack = _stack(doc.get("stack", doc.get("assume_stack")))
+    if stack:
+        argv += ["--assume-stack", stack]
+    if doc.get("profile"):
+        argv += ["--profile", str(doc["profile"])]
+    return argv + ["--", *_flags(doc.get("flags", doc.get("args")))]
+
+
+@pytest.fixture(scope="session")
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An interpreter with no packages: the corpus states the whole stack itself."""
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--copies", str(venv)], check=True, timeout=120)
+    return str(venv / "bin" / "python")
+
+
+@pytest.fixture()
+def corpus_env(bare_python: str, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path_factory.getbasetemp() / "xdg-cache"
+    monkeypatch.chdir(REPO)  # model paths in the cases are relative to the repository
+    monkeypatch.setenv("SGLWRAP_PYTHON", bare_python)
+    monkeypatch.setenv("SGLWRAP_SELFCHECK", "0")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setenv("CUDA_HOME", str(cache / "no-cuda"))
+    for name in ("NCCL_P2P_DISABLE", "NCCL_NVLS_ENABLE", "NCCL_ALGO", "TRITON_PTXAS_PATH", "CUDA_VISIBLE_DEVICES",
+                 "SGLWRAP_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def run_case(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[int, dict[str, Any], str]:
+    """Run one case in-process through the CLI; (exit code, the JSON object, stderr)."""
+    from sglwrap.cli import main
+
+    for name, value in (doc.get("env") or {}).items():
+        monkeypatch.setenv(str(name), str(value))
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(argv_of(doc))
+    text = out.getvalue()
+    assert text.strip(), f"no JSON on stdout (exit {code}): {err.getvalue()[-2000:]}"
+    return code, json.loads(text), err.getvalue()
+
+
+def _named(result: dict[str, Any], entry: str) -> bool:
+    return any(f"[{entry}]" in c["reason"] or c["id"] == entry for c in result["checks"])
+
+
+def _summary(result: dict[str, Any]) -> str:
+    return "; ".join(f"{c['id']}={c['status']}: {c['reason'][:160]}" for c in result["checks"]
+                     if c["status"] in ("block", "downgrade", "warn"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_corpus_case(path: Path, corpus_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = _load(path)
+    assert doc.get("source", "").startswith("https://"), f"{path.name}: every case names its public source"
+    verdict, entry = _expect(doc)
+    code, result, _err = run_case(doc, monkeypatch)
+    got = result["verdict"]
+    if verdict == "not-blocked":
+        assert got != "blocked", f"{path.name}: a working setup was blocked: {_summary(result)}"
+        return
+    if verdict == "blocked-or-downgraded":
+        assert got in ("blocked", "downgraded"), f"{path.name}: {got}: {_summary(result)}"
+    else:
+        assert got == verdict, f"{path.name}: expected {verdict}, got {got} (exit {code}): {_summary(result)}"
+    assert code == {"ok": 0, "downgraded": 1, "blocked": 78}[got]
+    if entry:
+        assert _named(result, entry), f"{path.name}: {entry} not named: {_summary(result)}"
+
+
+def test_corpus_size_and_kinds() -> None:
+    docs = [_load(p) for p in FILES if p.name.startswith("k")]
+    failures = [d for d in docs if d.get("kind") == "failure"]
+    working = [d for d in docs if d.get("kind") == "working"]
+    assert len(failures) >= 50 and len(working) >= 30
+    for d in failures:
+        assert d.get("error") and d.get("fix"), d["id"]
+
+
+def test_a_downgrade_lands_in_the_launch_argv_and_manifest(corpus_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under --profile baseline, an auto-path downgrade becomes a flag/env of the launch and is recorded."""
+    from sglwrap.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["launch", "--dry-run", "--profile", "baseline", "--assume", "8xB200", "--",
+            "--model-path", "openai/gpt-oss-20b", "--tp-size", "8"]
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(argv)
+    text = out.getvalue() + err.getvalue()
+    assert code == 0, text[-3000:]
+    assert "--enforce-disable-flashinfer-allreduce-fusion" in text
+    assert "auto-fusion-b200-tp8-rendezvous-hang" in text

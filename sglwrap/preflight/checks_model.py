@@ -11,6 +11,7 @@ installed release, from its own ``srt/`` files read with ``ast`` (no import).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import json
 import re
@@ -249,6 +250,32 @@ def _vkey(v: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.+]", v))
 
 
+def between_releases(archs: list[str], version: str, catalogue: Mapping[str, Iterable[str]]) -> Verdict:
+    """model-arch for a release sglwrap has no list of, from the nearest releases around it (pure): registered in
+    an older one -> pass (SGLang does not drop models); absent from a newer one -> block; else unknown."""
+    cid = "model-arch"
+    from packaging.version import Version
+
+    want = Version(version)
+    known = sorted(((Version(v), v) for v in catalogue), key=lambda t: t[0])
+    older = [v for pv, v in known if pv < want]
+    newer = [v for pv, v in known if pv > want]
+    if older and any(a in set(catalogue[older[-1]]) for a in archs):
+        return Verdict(cid, Status.PASS, f"{archs[0]} is registered by SGLang {older[-1]} already (no list for "
+                       f"{version} itself)")
+    if newer and not any(a in set(catalogue[newer[0]]) for a in archs):
+        v = arch_verdict(archs, frozenset(catalogue[newer[0]]), newer[0], f"bundled data of the next known "
+                         f"release, {newer[0]}", catalogue)
+        if v.status is Status.BLOCK:
+            return dataclasses.replace(v, reason=f"SGLang {version} (no list of its own): even {v.reason}")
+        return v
+    if not archs:
+        return Verdict(cid, Status.WARN, "config.json has no 'architectures'")
+    first = first_release_with(archs[0], catalogue)
+    return Verdict(cid, Status.WARN, f"no architecture list for SGLang {version}; {archs[0]} is registered from "
+                   f"{first or 'no known release'}", f"upgrade SGLang to >= {first}" if first else "")
+
+
 def check_model_arch(ctx: Context) -> Verdict:
     """The model's ``architectures`` must be registered by the target release (or handed to the Transformers
     backend, 0.4.9+); a block names the first release that registers it."""
@@ -259,7 +286,7 @@ def check_model_arch(ctx: Context) -> Verdict:
     version = target_version(ctx)
     reg = release_architectures(ctx, version)
     if reg is None:
-        return Verdict(cid, Status.SKIP, f"no architecture list for SGLang {version} (not bundled, not installed)")
+        return between_releases(mf.architectures, version, architectures_catalogue())
     has: bool | None = None
     if _installed_pkg(ctx, version) is not None:
         from sglwrap.preflight.deps import installed_dirs, transformers_classes

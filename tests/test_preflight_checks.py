@@ -139,8 +139,6 @@ def test_nccl_env_on_captured_h200_says_nvswitch() -> None:
     [
         pytest.param(["--tp-size", "2", "--model-path", "m"], Status.PASS, "", id="exact"),
         pytest.param(["--tp", "2"], Status.WARN, "--tp -> --tp-size", id="abbreviation"),
-        pytest.param(["--tp-sise", "2"], Status.BLOCK, "unknown", id="typo"),
-        pytest.param(["--cuda-graph-max-bs", "128"], Status.BLOCK, "ambiguous", id="ambiguous-in-0523"),
     ],
 )
 def test_sglang_flags(argv: list[str], status: Status, words: str) -> None:
@@ -149,9 +147,18 @@ def test_sglang_flags(argv: list[str], status: Status, words: str) -> None:
     assert words in v.reason
 
 
-def test_sglang_flags_typo_suggests_the_flag() -> None:
-    v = verdict(h200(), "sglang-flags", "--tp-sise", "2")
-    assert "--tp-size" in v.fix
+@pytest.mark.parametrize(("argv", "words"), [
+    pytest.param(["--tp-sise", "2"], "--tp-size", id="typo"),
+    pytest.param(["--cuda-graph-max-bs", "128"], "ambiguous", id="ambiguous-in-0523"),
+])
+def test_sglang_flags_refused_when_the_command_line_is_read(argv: list[str], words: str) -> None:
+    """Unknown and ambiguous options never reach the checks: reading the command line refuses them (exit 64),
+    naming the flag SGLang would have meant."""
+    from sglwrap.errors import UsageError
+
+    with pytest.raises(UsageError) as e:
+        verdict(h200(), "sglang-flags", *argv)
+    assert words in str(e.value)
 
 
 def test_sglang_flags_profile_setting_without_flag_in_old_sglang_blocks() -> None:

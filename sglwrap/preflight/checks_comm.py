@@ -195,6 +195,10 @@ def _flashinfer_a2a(ctx: Context) -> Verdict:
                        "'Flashinfer MoE A2A requires --attn-dp-size equal to --tp-size' (moe_hook.py:475-487)",
                        f"add {flag} {a.tp}, or use --moe-a2a-backend none")
     cps = a.get("chunked_prefill_size")
+    try:
+        cps = int(cps) if cps is not None else None
+    except (TypeError, ValueError):  # a human-readable size ("8k") is positive
+        cps = None
     if isinstance(cps, int) and cps <= 0:
         return Verdict(cid, Status.BLOCK, f"--moe-a2a-backend flashinfer needs chunked prefill, got "
                        f"--chunked-prefill-size {cps} (validate_flashinfer_a2a_token_budget, moe_hook.py:749-777)",

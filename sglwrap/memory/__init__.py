@@ -14,8 +14,8 @@ from sglwrap.host.facts import HostFacts
 from sglwrap.memory.args import ServerArgs, parse_server_args
 from sglwrap.memory.budget import Budget, Observed, Terms, compute
 from sglwrap.memory.cells import Cell, cell_bytes
-from sglwrap.memory.defaults import Resolved, resolve
-from sglwrap.memory.extras import (Draft, Extra, capture_sizes, deepep_buffers, draft_graphs, draft_model,
+from sglwrap.memory.defaults import Resolved, describe, resolve
+from sglwrap.memory.extras import (Draft, Extra, deepep_buffers, draft_graphs, draft_model,
                                    lora_buffers, read_extra, sharding_for, spec_algorithm)
 from sglwrap.memory.explain import SURE_FAILURES, Verdict, explain
 from sglwrap.memory.model import ModelShape, load_shape
@@ -44,6 +44,7 @@ class MemoryPlan:
     gpu_name: str
     interconnect: str
     profile_env: dict[str, str]
+    resolved: Resolved | None = None  # the release's defaults the budget used
 
     @property
     def verdict(self) -> str:
@@ -112,6 +113,7 @@ class MemoryPlan:
             "weights_bytes_per_rank": b.weights, "weights_source": b.w_source,
             "weights_total_bytes": self.weights_info.total_bytes,
             "mem_fraction_static": {"value": b.mem_fraction_static, "source": b.mfs_source},
+            "sglang_defaults": None if self.resolved is None else dict(describe(self.resolved)),
             "min_mem_fraction_static": round(b.min_mem_fraction_static, 4),
             "max_context_tokens": min(b.context_len, b.kv_tokens),
             "max_running_requests": b.max_running_requests,
@@ -196,7 +198,7 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     profile_mfs = None
     if profile_sglang and "mem_fraction_static" in profile_sglang:
         profile_mfs = float(profile_sglang["mem_fraction_static"])  # type: ignore[arg-type]
-    resolved = _resolved(args, shape, gpu_total, profile_mfs, sglang_version)
+    resolved = _resolved(args, shape, facts, gpu_total, profile_mfs, sglang_version)
     extra = read_extra(sglang_argv, sglang_version)
     algo = spec_algorithm(args.speculative_algorithm)
     draft = draft_model(shape, algo, args.speculative_draft_model_path, args.tp_size) if algo else None
@@ -236,7 +238,7 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     verdict = explain(budget, version=sglang_version, tp=args.tp_size, graph_flag=graph_flag,
                       swa_fix=_swa_ratio_fix(cell, budget, args) if budget.swa_error else None, fix=fix)
     return MemoryPlan(shape, args, cell, weights, nccl, budget, verdict, sglang_version, facts.gpus[0].name,
-                      interconnect, env)
+                      interconnect, env, resolved)
 
 
 def _is_rocm(facts: HostFacts) -> bool:
@@ -244,34 +246,13 @@ def _is_rocm(facts: HostFacts) -> bool:
     return "AMD" in name or "INSTINCT" in name or "RADEON" in name
 
 
-def _resolved(args: ServerArgs, shape: ModelShape, gpu_total: int, profile_mfs: float | None,
+def _resolved(args: ServerArgs, shape: ModelShape, facts: HostFacts, gpu_total: int, profile_mfs: float | None,
               version: str | None) -> Resolved:
-    """SGLang's defaults for this release: ``sglwrap.sglang.resolved`` when it is there, else 0.5.23's rules with
-    the release's prefill-graph default (breakable prefill graphs are not on before 0.5.20: assumed)."""
-    from dataclasses import replace
-
-    from sglwrap.memory.explain import _vkey
-
-    resolved = resolve(args, shape, gpu_total / (1 << 20), profile_mfs=profile_mfs)
-    try:
-        from sglwrap.sglang import resolved as rs  # type: ignore[attr-defined]
-    except ImportError:
-        rs = None
-    if rs is not None and hasattr(rs, "resolve_server_args"):
-        try:
-            r = rs.resolve_server_args(args, version, gpu_total / (1 << 20), shape)
-            mfs = getattr(r, "mem_fraction_static", None)
-            resolved = replace(
-                resolved,
-                chunked_prefill_size=int(getattr(r, "chunked_prefill_size", resolved.chunked_prefill_size)),
-                decode_max_bs=int(getattr(r, "cuda_graph_max_bs", resolved.decode_max_bs) or 0),
-                mem_fraction_static=float(mfs) if args.mem_fraction_static is None and profile_mfs is None
-                and mfs is not None else resolved.mem_fraction_static)
-        except Exception:  # noqa: BLE001 - the other engineer's resolver is new; 0.5.23's rules stay the fallback
-            pass
-    if args.prefill_graph and _vkey(version) < (0, 5, 20) and version is not None:
-        resolved = replace(resolved, prefill_graph_sizes=0)
-    return resolved
+    """SGLang's defaults for the plan's release (``sglwrap.sglang.resolved``; 0.5.23 when no release is named)."""
+    g = facts.gpus[0] if facts.gpus else None
+    return resolve(args, shape, gpu_total / (1 << 20), profile_mfs=profile_mfs, version=version,
+                   capability=tuple(g.compute_capability) if g and g.compute_capability else None,  # type: ignore[arg-type]
+                   gpu_name=g.name if g else None, gpu_count=args.gpus)
 
 
 def _terms(facts: HostFacts, interconnect: str, shape: ModelShape, args: ServerArgs, resolved: Resolved,
@@ -282,7 +263,7 @@ def _terms(facts: HostFacts, interconnect: str, shape: ModelShape, args: ServerA
     from sglwrap.memory.explain import _vkey
 
     cc = facts.gpus[0].compute_capability if facts.gpus else None
-    n_sizes = len(capture_sizes(resolved.decode_max_bs, version)) if args.decode_graph else 0
+    n_sizes = len(resolved.decode_graph_sizes) if resolved.decode_graph else 0
     graphs = fits.decode_graphs(n_sizes)
     params_based = weights.source.startswith("params")
     return Terms(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sglwrap.errors import UsageError
 from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for
@@ -58,6 +58,9 @@ class ServerArgs:
     mamba_radix_cache_strategy: str | None = None  # None: "auto"
     disable_radix_cache: bool = False
     disable_overlap_schedule: bool = False
+    # everything the launch sets (the profile's settings under the user's options), by today's SGLang destination
+    # names, typed by the release's parser: what sglwrap.sglang.resolved reads to fill in that release's defaults
+    given: Mapping[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def attn_tp_size(self) -> int:
@@ -105,6 +108,7 @@ def parse_server_args(argv: Sequence[str] | SglangCmdline, *, version: str | Non
         if name in _INT + _FLOAT + _STR:
             raw[name] = value
     given = _values(cmd)
+    options = _given_options(cmd, profile_sglang)
     if "cuda_graph_max_bs" in given:  # SGLang < 0.5.23 spelling of the same decode-graph setting
         given.setdefault("cuda_graph_max_bs_decode", given.pop("cuda_graph_max_bs"))
     raw.update(given)
@@ -164,4 +168,18 @@ def parse_server_args(argv: Sequence[str] | SglangCmdline, *, version: str | Non
         mamba_radix_cache_strategy=raw.get("mamba_radix_cache_strategy"),  # type: ignore[arg-type]
         disable_radix_cache=bool(raw.get("disable_radix_cache")),
         disable_overlap_schedule=bool(raw.get("disable_overlap_schedule")),
+        given=options,
     )
+
+
+def _given_options(cmd: SglangCmdline, profile_sglang: Mapping[str, object] | None) -> dict[str, object]:
+    """The launch's options for the release rules: profile settings (by meaning) under the user's values; the decode
+    graph size under its pre-0.5.23 name ``cuda_graph_max_bs``, which the rules read for every release."""
+    out: dict[str, object] = {}
+    for key, value in (profile_sglang or {}).items():
+        if value is not None:
+            out["cuda_graph_max_bs" if key == "cuda_graph_max_bs_decode" else str(key)] = value
+    for dest, value in cmd.canonical_given().items():
+        if value is not None:
+            out["cuda_graph_max_bs" if dest == "cuda_graph_max_bs_decode" else dest] = value
+    return out

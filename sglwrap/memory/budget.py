@@ -217,21 +217,21 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
         mamba_error = too_few_requests_error(mpool.slots, mpool.slots_per_request, reqs)
     reqs = max(1, reqs)
     req_to_token = (reqs + 1) * context_len * 4
-    graphs_t = t.decode_graphs if (args.decode_graph and t.decode_graphs is not None) else exact(0, "off")
+    graphs_t = t.decode_graphs if (resolved.decode_graph and t.decode_graphs is not None) else exact(0, "off")
     decode_graphs = graphs_t.bytes
     prefill_graphs = (1536 * MIB if shape.is_mla else 8 * MIB * resolved.prefill_graph_sizes) \
-        if args.prefill_graph else 0
+        if resolved.prefill_graph else 0
     acts = _activations(shape, args, resolved.chunked_prefill_size)
     late = nccl.per_comm_bytes if world_tp > 1 else 0  # torch ProcessGroupNCCL, created at first eager collective
     symm = SYMM_MEM_BYTES if args.enable_symm_mem else 0
     slack = p - static_limit
     draft_late = 0 if t.draft_in_weights else draft_w
-    draft_graphs = t.draft_graphs.bytes if args.decode_graph else 0
+    draft_graphs = t.draft_graphs.bytes if resolved.decode_graph else 0
     need = (req_to_token + decode_graphs + prefill_graphs + acts + late + symm + draft_late + draft_graphs
             + t.deepep.bytes + t.lora.bytes)
     # prefill graphs: SGLang's own reserve, unmeasured here (± all of it); activations: an estimate (± half)
     need_pm = rss(graphs_t.pm, prefill_graphs, acts // 2, t.deepep.pm, t.lora.pm,
-                  t.draft_graphs.pm if args.decode_graph else 0, 0 if t.draft_in_weights else t.draft_weights.pm)
+                  t.draft_graphs.pm if resolved.decode_graph else 0, 0 if t.draft_in_weights else t.draft_weights.pm)
     kv_pm = rss(f * p_pm, w_pm)
     slack_pm = int((1 - f) * p_pm)
     min_pool = _min_pool_bytes(cell, args.page_size)

@@ -1,87 +1,114 @@
-"""SGLang 0.5.23's GPU-memory-dependent defaults: chunked prefill, decode graph max bs, mem-fraction-static.
+"""SGLang's defaults for the plan's release, read from the version-resolved server arguments.
 
-Source: ``srt/arg_groups/memory_hook.py:47-354`` (``handle_gpu_memory_settings``, ``reserve_for_graph_mb``,
-``adjust_mem_fraction_for_vlm``) and ``srt/arg_groups/cuda_graph_hook.py:480-532`` (capture lists).
+Every default the budget depends on (``--mem-fraction-static`` and its reserve, chunked prefill, the decode capture
+list, whether decode and prefill CUDA graphs run and with which sizes, page size, max running requests) comes from
+``sglwrap.sglang.resolved.resolve_server_args`` for the release the plan is made for: the rules of that release's
+``server_args.py`` (0.2.15 ... 0.5.23), never 0.5.23's alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sglwrap.errors import UsageError
 from sglwrap.memory.args import ServerArgs
 from sglwrap.memory.model import ModelShape
+
+NEWEST_RULES = "0.5.23"  # the release planned for when none is named (the newest whose rules are coded)
 
 
 @dataclass(frozen=True)
 class Resolved:
     """The values SGLang would run with, and where each came from."""
 
-    chunked_prefill_size: int
-    decode_max_bs: int
-    prefill_graph_sizes: int
+    chunked_prefill_size: int  # -1: disabled
+    decode_max_bs: int  # 0 when decode graphs are off
+    prefill_graph_sizes: int  # how many prefill graphs are captured (0 when off)
     mem_fraction_static: float
     mfs_source: str  # "--mem-fraction-static", "profile", "sglang-default"
     reserved_mb: float | None  # SGLang's reserve when it computed the default
-
-
-def _buckets(gpu_mem_mib: float | None, tp: int) -> tuple[int, int]:
-    if gpu_mem_mib is None:
-        return 4096, 160
-    gib = 1024
-    if gpu_mem_mib < 20 * gib:
-        return 2048, 8
-    if gpu_mem_mib < 35 * gib:
-        return 4096, 48 if tp < 4 else 160
-    if gpu_mem_mib < 60 * gib:
-        return 4096, 32 if tp < 4 else 160
-    if gpu_mem_mib < 160 * gib:
-        return 8192, 256 if tp < 4 else 512
-    return 16384, 512
+    decode_graph_sizes: tuple[int, ...] = ()
+    decode_graph: bool = True
+    prefill_graph: bool = True
+    page_size: int = 1
+    max_running_requests: int | None = None
+    version: str = NEWEST_RULES
+    rules: str = ""
+    notes: tuple[str, ...] = ()
 
 
 def prefill_graph_sizes(max_bs: int) -> list[int]:
-    """``generate_prefill_cuda_graph_batch_sizes`` (cuda_graph_hook.py:480-497)."""
+    """``generate_prefill_cuda_graph_batch_sizes`` (0.5.23 cuda_graph_hook.py:480-497)."""
     sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
              + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_bs + 1, 512)))
     return [s for s in sizes if s <= max_bs]
 
 
-def _vlm_factor(shape: ModelShape) -> float:
-    if not shape.is_multimodal:
-        return 1.0
-    # vision layers x hidden^2 relative to ViT-L/14 (memory_hook.py:417-462); Kimi's config class defaults 27/1152
-    ratio = shape.vision_params / max(1, 24 * (4 * 1024 * 1024 + 2 * 1024 * 4096)) if shape.vision_params else 1.0
-    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+def model_traits(shape: ModelShape) -> object:
+    """The model facts the release rules read (``sglwrap.sglang.resolved.ModelTraits``) from the loaded config."""
+    from sglwrap.sglang.resolved import ModelTraits
+
+    return ModelTraits(architectures=(shape.architecture,) if shape.architecture else (), is_mla=shape.is_mla,
+                       is_multimodal=shape.is_multimodal, vision_params=shape.vision_params or None,
+                       is_hybrid_swa=shape.swa is not None, is_hybrid_mamba=shape.mamba is not None,
+                       num_hidden_layers=shape.num_layers)
+
+
+def given_options(args: ServerArgs, profile_mfs: float | None) -> dict[str, object]:
+    """What the launch sets, by SGLang destination name: the profile's settings under the user's options."""
+    given: dict[str, object] = dict(args.given)
+    if "mem_fraction_static" not in given and profile_mfs is not None:
+        given["mem_fraction_static"] = profile_mfs
+    return given
 
 
 def resolve(args: ServerArgs, shape: ModelShape, gpu_mem_mib: float | None, *,
-            profile_mfs: float | None = None) -> Resolved:
-    """Reproduce 0.5.23's defaults for this GPU (nvidia-smi MiB, min over GPUs) and these arguments."""
-    cps_default, bs_default = _buckets(gpu_mem_mib, args.tp_size)
-    cps = args.chunked_prefill_size if args.chunked_prefill_size is not None else cps_default
-    max_bs = args.cuda_graph_max_bs if args.cuda_graph_max_bs is not None else bs_default
-    if args.cuda_graph_max_bs is None and args.max_running_requests is not None:
-        max_bs = min(max_bs, args.max_running_requests)
-    prefill_max = min(8192, cps) if shape.is_mla else cps
-    if args.max_total_tokens is not None:
-        prefill_max = min(prefill_max, args.max_total_tokens)
-    n_prefill = len(prefill_graph_sizes(prefill_max)) if cps > 0 else 0
+            profile_mfs: float | None = None, version: str | None = None,
+            capability: tuple[int, int] | None = None, gpu_name: str | None = None,
+            gpu_count: int = 1) -> Resolved:
+    """SGLang ``version``'s defaults (0.5.23 when None) for this GPU (nvidia-smi MiB, min over GPUs), this model and
+    these arguments. A release older than the oldest coded one is a usage error naming ``--assume-stack``."""
+    from sglwrap.sglang.resolved import GpuInfo, UnsupportedSGLangVersion, resolve_server_args
+
+    release = version or NEWEST_RULES
+    gpu = None if gpu_mem_mib is None else GpuInfo(total_mib=gpu_mem_mib, capability=capability, name=gpu_name,
+                                                   count=gpu_count)
+    given = given_options(args, profile_mfs)
+    try:
+        r = resolve_server_args(given, release, gpu, model_traits(shape))  # type: ignore[arg-type]
+    except UnsupportedSGLangVersion as exc:
+        raise UsageError(f"memory: {exc} (--assume-stack sglang=X.Y.Z picks the release)") from None
     if args.mem_fraction_static is not None:
-        return Resolved(cps, max_bs, n_prefill, args.mem_fraction_static, "--mem-fraction-static", None)
-    if profile_mfs is not None:
-        return Resolved(cps, max_bs, n_prefill, profile_mfs, "profile", None)
-    activation_tokens = max(cps, 2048) if cps > 0 else 2048
-    reserved = 512 + activation_tokens * 1.5 + args.tp_size * args.pp_size / 8 * 1024
-    graph = 0.0
-    if args.decode_graph:
-        graph += max_bs * 2
-    if args.attn_dp_size > 1:
-        graph += max_bs * args.attn_dp_size * 3 + (max_bs * args.attn_dp_size * 1.5 if max_bs > 300 else 0)
-    if args.prefill_graph:
-        graph += 1536 if shape.is_mla else 8 * n_prefill
-    reserved += graph
-    if gpu_mem_mib is not None and gpu_mem_mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    f = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3) if gpu_mem_mib else 0.95
-    f *= _vlm_factor(shape)
-    return Resolved(cps, max_bs, n_prefill, f, "sglang-default", reserved)
+        source = "--mem-fraction-static"
+    elif profile_mfs is not None:
+        source = "profile"
+    else:
+        source = "sglang-default"
+    n_prefill = _prefill_count(r.prefill_graph_sizes, args, shape) if r.prefill_cuda_graph else 0
+    return Resolved(
+        chunked_prefill_size=r.chunked_prefill_size, decode_max_bs=r.cuda_graph_max_bs if r.decode_cuda_graph else 0,
+        prefill_graph_sizes=n_prefill, mem_fraction_static=r.mem_fraction_static, mfs_source=source,
+        reserved_mb=r.reserved_mib if source == "sglang-default" else None,
+        decode_graph_sizes=tuple(r.cuda_graph_bs) if r.decode_cuda_graph else (),
+        decode_graph=r.decode_cuda_graph, prefill_graph=r.prefill_cuda_graph, page_size=r.page_size,
+        max_running_requests=r.max_running_requests, version=release, rules=r.rules, notes=tuple(r.notes))
+
+
+def _prefill_count(sizes: tuple[int, ...], args: ServerArgs, shape: ModelShape) -> int:
+    """Prefill graphs the runner captures: the release's list, capped at --max-total-tokens (the runner never
+    captures a batch larger than the pool) and for MLA at 8192 tokens (0.5.23 cuda_graph_hook.py:510-520)."""
+    cap = args.max_total_tokens
+    if shape.is_mla:
+        cap = 8192 if cap is None else min(cap, 8192)
+    return len([s for s in sizes if cap is None or s <= cap])
+
+
+def describe(resolved: Resolved) -> Mapping[str, object]:
+    """The resolved defaults for the JSON output: which release's rules and what they chose."""
+    return {"version": resolved.version, "rules": resolved.rules,
+            "chunked_prefill_size": resolved.chunked_prefill_size,
+            "cuda_graph_max_bs": resolved.decode_max_bs, "decode_cuda_graph": resolved.decode_graph,
+            "decode_graph_sizes": len(resolved.decode_graph_sizes), "prefill_cuda_graph": resolved.prefill_graph,
+            "prefill_graph_sizes": resolved.prefill_graph_sizes, "page_size": resolved.page_size,
+            "reserved_mib": resolved.reserved_mb}

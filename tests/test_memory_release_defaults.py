@@ -1,0 +1,77 @@
+"""`sglwrap memory` plans with the defaults of the SGLang release it is asked about (--assume-stack sglang=X).
+
+Expected values are read from the released sources, not from sglwrap:
+- 0.4.6 server_args.py:221-266: GPUs <= 81920 MiB take the TP ladder (0.88 at TP 1); below 25,000 MiB chunked prefill
+  is 2048 and the decode graph max bs 8 (TP < 4); no prefill CUDA graphs exist in that release.
+- 0.4.9 server_args.py:277-321: f = round((gpu_mem - reserved) / gpu_mem, 3), reserved (2.8 + tp/10) GiB below
+  35 GiB, (9.5 + tp/2) GiB below 90 GiB: 0.879 on an RTX 4090 (24,564 MiB), 0.874 on an H100 (81,559 MiB).
+- 0.5.23 (memory_hook.py) has its own reserve with prefill graphs on: a smaller default than 0.4.x on the same GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sglwrap.cli import main
+
+
+def _memory(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    rc = main(["memory", "--json", *argv])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(("gpu", "release", "fraction"), [
+    ("1xRTX-4090", "0.4.6", 0.88), ("1xRTX-4090", "0.4.9", 0.879), ("1xH100", "0.4.9", 0.874)])
+def test_default_fraction_is_the_releases_own(capsys: pytest.CaptureFixture[str], gpu: str, release: str,
+                                              fraction: float) -> None:
+    rc, doc = _memory(capsys, "--assume", gpu, "--assume-stack", f"sglang={release}", "--", "--model-path",
+                      "Qwen3-8B")
+    assert rc == 0
+    assert doc["sglang_version"] == release
+    assert doc["mem_fraction_static"] == {"value": fraction, "source": "sglang-default"}
+    assert doc["sglang_defaults"]["version"] == release
+
+
+def test_046_on_a_24gb_card_uses_its_small_gpu_chunk_and_graph_sizes(capsys: pytest.CaptureFixture[str]) -> None:
+    _, doc = _memory(capsys, "--assume", "1xRTX-4090", "--assume-stack", "sglang=0.4.6", "--", "--model-path",
+                     "Qwen3-8B")
+    d = doc["sglang_defaults"]
+    assert d["chunked_prefill_size"] == 2048 and d["cuda_graph_max_bs"] == 8
+    assert d["decode_graph_sizes"] == 4  # 0.4.6 cuda_graph_runner.py: [1, 2, 4, 8]
+    assert d["prefill_cuda_graph"] is False and doc["terms"]["prefill_graphs"] == 0
+
+
+def test_the_same_launch_gets_more_kv_under_046_than_under_0523(capsys: pytest.CaptureFixture[str]) -> None:
+    """0.88 of P against 0.5.23's smaller default: the pool follows the release's fraction, everything else equal."""
+    argv = ["--", "--model-path", "Qwen3-8B"]
+    _, old = _memory(capsys, "--assume", "1xRTX-4090", "--assume-stack", "sglang=0.4.6", *argv)
+    _, new = _memory(capsys, "--assume", "1xRTX-4090", "--assume-stack", "sglang=0.5.23", *argv)
+    assert new["mem_fraction_static"]["value"] < old["mem_fraction_static"]["value"]
+    assert new["terms"]["pre_weights_free"] == old["terms"]["pre_weights_free"]
+    assert old["kv_tokens"] > new["kv_tokens"]
+    assert new["terms"]["prefill_graphs"] > 0  # 0.5.23 captures prefill graphs by default
+
+
+def test_a_given_fraction_wins_over_every_releases_default(capsys: pytest.CaptureFixture[str]) -> None:
+    for release in ("0.4.6", "0.4.9", "0.5.23"):
+        _, doc = _memory(capsys, "--assume", "1xH100", "--assume-stack", f"sglang={release}", "--",
+                         "--model-path", "Qwen3-8B", "--mem-fraction-static", "0.7")
+        assert doc["mem_fraction_static"] == {"value": 0.7, "source": "--mem-fraction-static"}
+
+
+def test_old_spelling_of_the_decode_graph_size_is_read_by_the_old_release(capsys: pytest.CaptureFixture[str]) -> None:
+    _, doc = _memory(capsys, "--assume", "1xH100", "--assume-stack", "sglang=0.4.9", "--", "--model-path",
+                     "Qwen3-8B", "--cuda-graph-max-bs", "32")
+    assert doc["sglang_defaults"]["cuda_graph_max_bs"] == 32
+    assert doc["sglang_defaults"]["decode_graph_sizes"] == 7  # 0.4.9 cuda_graph_runner.py:145-175: [1,2,4,8,16,24,32]
+
+
+def test_disabling_cuda_graphs_removes_both_graph_terms_in_any_release(capsys: pytest.CaptureFixture[str]) -> None:
+    for release in ("0.4.9", "0.5.23"):
+        _, doc = _memory(capsys, "--assume", "1xH100", "--assume-stack", f"sglang={release}", "--",
+                         "--model-path", "Qwen3-8B", "--disable-cuda-graph")
+        assert doc["terms"]["decode_graphs"] == 0 and doc["terms"]["prefill_graphs"] == 0
+        assert doc["sglang_defaults"]["decode_cuda_graph"] is False

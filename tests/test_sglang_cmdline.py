@@ -195,12 +195,15 @@ def test_prepare_server_args_agrees_on_the_typed_views(live) -> None:  # type: i
 
 def test_config_file_is_merged_once_and_the_command_line_wins(live, tmp_path) -> None:  # type: ignore[no-untyped-def]
     cfg = tmp_path / "sglang.yaml"
-    cfg.write_text("model-path: /models/a\ntp_size: 2\nport: 31000\ntrust-remote-code: true\n")
+    cfg.write_text("model-path: /models/a\ntp-size: 2\nport: 31000\ntrust-remote-code: true\n")
     cmd = parse_cmdline(["--config", str(cfg), "--tp-size", "4"], live)
     assert (cmd.model_path, cmd.tp, cmd.port, cmd.get("trust_remote_code")) == ("/models/a", 4, 31000, True)
     assert {"model_path", "tp_size", "port"} <= cmd.config_dests
     cfg.write_text("tp_sise: 2\n")
     with pytest.raises(UsageError, match="tp_sise"):
+        parse_cmdline(["--config", str(cfg)], live)
+    cfg.write_text("tp_size: 2\n")  # SGLang 0.5.23 itself: "unrecognized arguments: --tp_size 2"
+    with pytest.raises(UsageError, match="write the key as 'tp-size'"):
         parse_cmdline(["--config", str(cfg)], live)
 
 

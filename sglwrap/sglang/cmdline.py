@@ -373,6 +373,10 @@ def _config_args(argv: Sequence[str], table: FlagTable) -> tuple[str | None, lis
     for tok in args:
         if tok.startswith("--") and tok.split("=", 1)[0] not in table.flags and not any(
                 o.startswith(tok) for o in table.flags):
+            dashed = tok.replace("_", "-")
+            if dashed in table.flags:  # SGLang's merger writes the key as it is: --tp_size, which argparse refuses
+                raise UsageError(f"--config {path}: key {tok[2:]!r}: SGLang {table.version} passes it on as {tok}, "
+                                 f"which its parser refuses (exit 2); write the key as {dashed[2:]!r}")
             raise UsageError(f"--config {path}: key {tok[2:]!r} is not an option of SGLang {table.version}"
                              + _did_you_mean(tok, table))
     return str(path), args

@@ -127,11 +127,29 @@ def test_unreadable_input_exits_2_without_traceback(tmp_path: Path, capsys: pyte
     assert main(["diagnose", str(bad)]) == 2
 
 
-def test_empty_log_is_incomplete_not_a_crash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("data", [b"", b"\n\n  \n", b"\x00" * 4096],
+                         ids=["empty", "blank", "nul-only"])
+def test_empty_input_exits_2_as_the_readme_says(data: bytes, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "empty.log"
-    p.write_bytes(b"")
+    p.write_bytes(data)
+    assert main(["diagnose", "--json", str(p)]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and "empty" in cap.err and "Traceback" not in cap.err
+
+
+def test_binary_input_exits_2_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "system.journal"
+    p.write_bytes(bytes(range(256)) * 64)
+    assert main(["diagnose", str(p)]) == 2
+    assert "binary" in capsys.readouterr().err
+
+
+def test_copytruncate_nul_run_before_text_is_still_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "rotated.log"
+    p.write_bytes(b"\x00" * 100_000 + (FIX / "v0.5.9_tp2_capture-oom.log").read_bytes())
     rc, rep, _ = _json(capsys, str(p))
-    assert (rc, rep["outcome"], rep["stage"], rep["ranks"]) == (1, "incomplete", None, [])
+    assert (rc, rep["outcome"]) == (1, "oom")
 
 
 def test_relaunch_in_one_file_reports_the_last_attempt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,7 +20,8 @@ def add_parser(subparsers: Any) -> None:
         help="read SGLang logs and explain what happened",
         description="Read SGLang server logs (any version; files, '-' for stdin, .gz, journalctl exports) and "
         "launch manifests; print the per-rank memory timeline, the outcome, the real cause and the fix. "
-        "Exit 0 when the server came up, 1 when it did not, 2 when an input could not be read.",
+        "Files of different launches are reported as separate runs ({\"runs\": [...]} with --json). "
+        "Exit 0 when the server came up, 1 when it did not, 2 when an input could not be read, is empty or binary.",
     )
     p.add_argument("logs", nargs="+", metavar="LOG", help="log file, '-' for stdin, or an sglwrap launch manifest")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -31,7 +32,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Diagnose ``args.logs``; print, plot, and return 0/1 (2 via SglwrapError for unreadable input)."""
-    from sglwrap.diagnose import diagnose
+    from sglwrap.diagnose import diagnose_runs
     from sglwrap.diagnose.render import to_json, to_text
 
     if args.logs.count("-") > 1:
@@ -40,20 +41,33 @@ def run(args: argparse.Namespace) -> int:
         from sglwrap.errors import UsageError
 
         raise UsageError(f"diagnose: --plot {args.plot}: the plot is a PNG image; name the file *.png")
-    report = diagnose(args.logs)
+    reports = diagnose_runs(args.logs)
     from sglwrap.diagnose.replan import describe, replan
 
-    accountant = replan(report, model_path=args.model_path)
+    docs, texts = [], []
+    for i, report in enumerate(reports):
+        accountant = replan(report, model_path=args.model_path)
+        if args.json:
+            doc = json.loads(to_json(report))
+            doc["accountant"] = accountant
+            docs.append(doc)
+        else:
+            head = ""
+            if len(reports) > 1:
+                head = f"== run {i + 1} of {len(reports)}: {', '.join(report.files) or 'stdin'} ==\n"
+            texts.append(head + to_text(report) + "\n".join(describe(accountant)) + "\n")
     if args.plot is not None:
         from sglwrap.diagnose.plot import write_plot
 
-        write_plot(report, args.plot)
+        written = write_plot(reports, args.plot)
+        from sglwrap import term
+
+        term.note(f"diagnose: plot written to {', '.join(str(p) for p in written)}")
     if args.json:
-        doc = json.loads(to_json(report))
-        doc["accountant"] = accountant
-        sys.stdout.write(json.dumps(doc) + "\n")
+        out = docs[0] if len(docs) == 1 else {"runs": docs}
+        sys.stdout.write(json.dumps(out) + "\n")
     else:
         from sglwrap import term  # wrapped to the terminal, status words coloured there
 
-        term.report(to_text(report) + "\n".join(describe(accountant)) + "\n")
-    return report.exit_code
+        term.report("\n".join(texts))
+    return 0 if all(r.exit_code == 0 for r in reports) else 1

@@ -16,11 +16,12 @@ from sglwrap.diagnose.compare import (
     manifest_vs_workers,
     worker_disagreements,
 )
-from sglwrap.diagnose.patterns import parse_message, split_prefix
+from sglwrap.diagnose.patterns import PREFIX_RE, parse_message, split_prefix
+from sglwrap.diagnose.runs import group
 from sglwrap.diagnose.sources import Manifest, iter_lines, read_manifest
 from sglwrap.diagnose.timeline import NodeLog, RankMemory, TimelineBuilder, WorkerEnv
 
-__all__ = ["Report", "diagnose", "diagnose_lines"]
+__all__ = ["Report", "diagnose", "diagnose_lines", "diagnose_runs"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class Report:
     server_args: dict[str, object]
     attempts: int
     release_span: tuple[str, str] | None = None
+    files: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -52,16 +54,15 @@ def diagnose_lines(node: str, lines: Iterable[str]) -> NodeLog:
     tl = TimelineBuilder(node)
     for line in lines:
         tags, msg = split_prefix(line)
-        for ev in parse_message(tags, msg):
+        events = parse_message(tags, msg)
+        if events and (ts := PREFIX_RE.search(line, 0, 160)) is not None and ts.group("ts"):
+            tl.stamp(ts.group("ts"))
+        for ev in events:
             tl.feed(ev)
     return tl.result()
 
 
-def diagnose(paths: Sequence[str]) -> Report:
-    """Read every path (``-`` = stdin; manifests recognised by content) and build the report.
-
-    Raises ``SglwrapError`` (exit 2) when an input cannot be read.
-    """
+def _read(paths: Sequence[str]) -> tuple[list[NodeLog], list[Manifest]]:
     nodes: list[NodeLog] = []
     manifests: list[Manifest] = []
     several = len(paths) > 1
@@ -71,7 +72,22 @@ def diagnose(paths: Sequence[str]) -> Report:
             manifests.append(man)
             continue
         nodes.append(diagnose_lines(path if several else "", iter_lines(path)))
+    return nodes, manifests
+
+
+def diagnose(paths: Sequence[str]) -> Report:
+    """Read every path (``-`` = stdin; manifests recognised by content) as one run and build its report.
+
+    Raises ``SglwrapError`` (exit 2) when an input cannot be read.
+    """
+    nodes, manifests = _read(paths)
     return build_report(tuple(nodes), tuple(manifests))
+
+
+def diagnose_runs(paths: Sequence[str]) -> list[Report]:
+    """Read every path, group the files into runs (``runs.group``) and build one report per run."""
+    nodes, manifests = _read(paths)
+    return [build_report(tuple(r.nodes), tuple(r.manifests)) for r in group(nodes, manifests)]
 
 
 def build_report(nodes: tuple[NodeLog, ...], manifests: tuple[Manifest, ...]) -> Report:
@@ -98,6 +114,7 @@ def build_report(nodes: tuple[NodeLog, ...], manifests: tuple[Manifest, ...]) ->
         + manifest_vs_workers(manifests, workers),
         max_total=max_total, profiled=profiled, server_args=args, attempts=max((n.attempts for n in nodes), default=0),
         release_span=next((n.release_span for n in nodes if n.release_span), None),
+        files=tuple(n.node for n in nodes if n.node) + tuple(m.source for m in manifests),
     )
 
 

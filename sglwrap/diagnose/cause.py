@@ -34,6 +34,7 @@ class Finding:
     hint_correct: bool | None
     cause: str
     fix: str | None
+    failed: tuple[str, str] | None = None  # (node, rank label) of the failing rank, when the error line names one
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,8 @@ def decide(nodes: tuple[NodeLog, ...], ranks: tuple[RankMemory, ...], version: s
         cause, fix, correct = _error_cause(main, stage)
     if hint is None:
         correct = None
-    return Finding(outcome, stage, _short(main.text), hint, correct, cause, fix)
+    failed = (main.node, main.label) if main.label else None
+    return Finding(outcome, stage, _short(main.text), hint, correct, cause, fix, failed)
 
 
 def _merged_args(nodes: tuple[NodeLog, ...]) -> dict[str, object]:
@@ -264,7 +266,8 @@ def _oom_cause(main: Failure, stage: str, b: Budget, args: dict[str, object], fl
             what += f" of {v['total_gib']:.2f} GiB on GPU {v.get('gpu')}"
     slack = None if b.p is None or b.f is None else b.p * (1 - b.f)
     max_bs = args.get("cuda_graph_max_bs")
-    new_bs = int(max_bs) // 2 if isinstance(max_bs, float) and max_bs >= 2 else 64
+    user_bs = int(max_bs) if isinstance(max_bs, float) else None
+    new_bs = user_bs // 2 if user_bs is not None and user_bs >= 2 else None
     if stage == "cuda_graph":
         cause = f"CUDA-graph capture {what}"
         if slack is not None:
@@ -273,7 +276,12 @@ def _oom_cause(main: Failure, stage: str, b: Budget, args: dict[str, object], fl
         if said_increase:
             cause = ("the error says increase the fraction but the failure is in CUDA-graph capture: lower the "
                      "decode CUDA-graph max batch size instead; " + cause)
-        fix = f"{flag} {new_bs} (or lower --mem-fraction-static by 0.03-0.05 to give the graphs more room)"
+        if new_bs is not None:
+            fix = (f"{flag} {new_bs} (half of {user_bs}; or lower "
+                   "--mem-fraction-static by 0.03-0.05 to give the graphs more room)")
+        else:
+            fix = (f"halve {flag} from the value this launch used (the log does not show it; SGLang picks it from the "
+                   "GPU memory and TP size), or lower --mem-fraction-static by 0.03-0.05 to give the graphs more room")
         correct = not said_increase
     elif stage in ("init", "weight_load"):
         cause = (f"loading weights {what}: the weights for one GPU do not fit in its free memory, and "
@@ -290,7 +298,8 @@ def _oom_cause(main: Failure, stage: str, b: Budget, args: dict[str, object], fl
         if slack is not None:
             cause += f"; the runtime slack P·(1−f) was {_g(slack)} GiB"
         new_f = None if b.f is None else round(b.f - 0.05, 2)
-        fix = (f"--mem-fraction-static {new_f}" if new_f else "lower --mem-fraction-static") + \
+        fix = (f"--mem-fraction-static {new_f}" if new_f else "lower --mem-fraction-static by 0.05 from the value "
+               "this launch used (the log does not show it)") + \
               ", or lower --chunked-prefill-size / --max-running-requests"
         correct = not said_increase
     reserved = v.get("reserved_unallocated_gib")

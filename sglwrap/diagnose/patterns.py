@@ -191,11 +191,13 @@ ARG_RES: Final = {
     "dp_size": re.compile(r"['\"]?\bdp_size['\"]?\s*[:=]\s*(\d+)"),
     "context_length": re.compile(r"['\"]?\bcontext_length['\"]?\s*[:=]\s*(\d+)"),
     "page_size": re.compile(r"['\"]?\bpage_size['\"]?\s*[:=]\s*(\d+)"),
+    "nnodes": re.compile(r"['\"]?\bnnodes['\"]?\s*[:=]\s*(\d+)"),
+    "node_rank": re.compile(r"['\"]?\bnode_rank['\"]?\s*[:=]\s*(\d+)"),
 }
 # String-valued server args the memory re-plan needs (sglwrap.diagnose.replan).
 STR_ARG_RES: Final = {
     key: re.compile(r"['\"]?\b" + key + r"['\"]?\s*[:=]\s*['\"]([^'\"]+)['\"]")
-    for key in ("model_path", "kv_cache_dtype", "dtype", "quantization", "speculative_algorithm")
+    for key in ("model_path", "kv_cache_dtype", "dtype", "quantization", "speculative_algorithm", "dist_init_addr")
 }
 VERSION_RE: Final = re.compile(
     r"(?:\bsglang(?:==| version:? | v)|lmsysorg/sglang:v|SGLang v?)(\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?)", re.I

@@ -57,6 +57,7 @@ def to_dict(rep: Report) -> dict[str, object]:
         "requested_max_total_tokens": rep.profiled.get("requested"),
         "mem_fraction_static": rep.server_args.get("mem_fraction_static"),
         "launch_attempts": rep.attempts,
+        "files": list(rep.files),
         "workers": [
             {"node": w.node or None, "pid": w.pid, "ppid": w.ppid, "role": w.role, "profile": w.profile,
              "hash": w.hash, "nccl_env": nccl_env(w.env)}

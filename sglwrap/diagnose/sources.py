@@ -22,6 +22,7 @@ from sglwrap.errors import SglwrapError
 CHUNK: Final = 4 << 20
 MAX_LINE: Final = 64 << 10  # longer lines are cut: no SGLang memory line comes near this
 MANIFEST_MAX: Final = 1 << 20
+SNIFF: Final = 64 << 10  # bytes of the head checked for binary content
 MAX_CONT: Final = 3  # physical lines after an error line that may continue it
 QUOTE_RE: Final = re.compile(r"^(?:> ?)+")
 EXIT_UNREADABLE: Final = 2
@@ -117,7 +118,10 @@ def iter_lines(path: str) -> Iterator[str]:
     """
     fh = open_binary(path)
     try:
-        yield from join_continuations((adj, list(_clean(raw))) for adj, raw in _candidate_lines(fh, path))
+        seen = [0]
+        yield from join_continuations((adj, list(_clean(raw))) for adj, raw in _candidate_lines(fh, path, seen))
+        if seen[0] == 0:
+            raise SglwrapError(f"cannot read {path}: it is empty (no log text)", exit_code=EXIT_UNREADABLE)
     finally:
         if fh is not sys.stdin.buffer:
             fh.close()
@@ -132,8 +136,22 @@ def _read(fh: IO[bytes], path: str) -> bytes:
         raise _unreadable(path, e) from None
 
 
-def _candidate_lines(fh: IO[bytes], path: str) -> Iterator[tuple[bool, bytes]]:
-    """(adjacent to the previous yielded line, line) for every line that may carry a fact, in file order."""
+def looks_binary(sample: bytes) -> bool:
+    """Whether the head of an input is not text: many control bytes or invalid UTF-8 once NUL runs are dropped
+    (logrotate's copytruncate leaves NULs before real text)."""
+    text = sample.replace(b"\x00", b"")
+    if not text:
+        return False
+    ctrl = sum(text.count(bytes([c])) for c in range(32) if c not in (9, 10, 13, 27))
+    bad = text.decode("utf-8", "replace").count("\ufffd")
+    return ctrl + bad > 0.1 * len(text)
+
+
+def _candidate_lines(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[tuple[bool, bytes]]:
+    """(adjacent to the previous yielded line, line) for every line that may carry a fact, in file order.
+
+    ``seen[0]`` counts the non-blank bytes read; a binary head raises ``SglwrapError`` (exit 2).
+    """
     carry = b""
     last = -2  # global index of the last yielded line
     base = 0  # global index of the first line of the current buffer
@@ -141,6 +159,13 @@ def _candidate_lines(fh: IO[bytes], path: str) -> Iterator[tuple[bool, bytes]]:
         chunk = _read(fh, path)
         if not chunk:
             break
+        if seen[0] == 0:
+            if looks_binary(chunk[:SNIFF]):
+                raise SglwrapError(f"cannot read {path}: it is binary, not a text log (for a systemd journal use "
+                                   f"journalctl -o json or -o cat)", exit_code=EXIT_UNREADABLE)
+            seen[0] = len(chunk.replace(b"\x00", b"").strip())
+        else:
+            seen[0] += len(chunk)
         buf = carry + chunk if carry else chunk
         cut = buf.rfind(b"\n") + 1
         if cut == 0:

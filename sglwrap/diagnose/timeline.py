@@ -97,6 +97,8 @@ class NodeLog:
     attempts: int
     bench: bool = False
     release_span: tuple[str, str] | None = None
+    first_ts: str | None = None
+    last_ts: str | None = None
 
 
 class _Rank:
@@ -156,6 +158,8 @@ class TimelineBuilder:
         self.bench = False
         self._last_crash_label = ""
         self.releases = VersionRange()
+        self.first_ts: str | None = None
+        self.last_ts: str | None = None
 
     def _reset(self) -> None:
         self.ranks: dict[str, _Rank] = {}
@@ -184,6 +188,12 @@ class TimelineBuilder:
             handler(ev)
 
     # --- launch context ---
+    def stamp(self, ts: str) -> None:
+        """Record the timestamp of a line that carried a fact."""
+        if self.first_ts is None:
+            self.first_ts = ts
+        self.last_ts = ts
+
     def _on_server_args(self, ev: Event) -> None:
         self._new_attempt()
         self.saw_sglang = True
@@ -408,6 +418,7 @@ class TimelineBuilder:
             server_args=dict(self.server_args), versions=tuple(self.versions), max_total=dict(self.max_total),
             profiled=dict(self.profiled), workers=tuple(self.workers.values()), new_format=self.new_format,
             attempts=max(self.attempts, 1), bench=self.bench, release_span=self.releases.span(),
+            first_ts=self.first_ts, last_ts=self.last_ts,
         )
 
 

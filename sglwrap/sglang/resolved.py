@@ -71,6 +71,9 @@ class UnsupportedSGLangVersion(ValueError):
 
 
 OLDEST = ALL_RANGES[0].first
+# Releases whose sources were read (~/.cache/sglwrap/releases/src); others take the rules of their range.
+READ_RELEASES = frozenset({"0.2.15", "0.3.0", "0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.4.10"}
+                          | {f"0.5.{n}" for n in range(1, 24)})
 
 # Accepted spellings of the same option, normalised to today's destination names.
 _ALIASES = {"cuda_graph_max_bs_decode": "cuda_graph_max_bs", "tensor_parallel_size": "tp_size",
@@ -122,7 +125,7 @@ def resolve_server_args(given: Mapping[str, object], version: str, gpu: GpuInfo 
     """
     rng = rule_range(version)
     ctx = Ctx(version=version, given=_normalise(given), gpu=gpu, model=model)
-    if Version(Version(version).base_version) != Version(rng.first):
+    if Version(version).base_version not in READ_RELEASES:
         ctx.note(f"sglang {version} was not read; the rules of the range starting at {rng.first} are applied")
     if model is None:
         ctx.note("model traits unknown: treated as a text-only, non-MLA model")

@@ -1,0 +1,469 @@
+"""SGLang's launch-time defaults per release range (sglwrap.sglang.resolved).
+
+Every expected number below was computed by hand from the cited release's source; the arithmetic is in the
+comment (MiB throughout; nvidia-smi totals: RTX 4090 24564, H100 81559, H200 143771, B200 182623).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sglwrap.sglang.resolved import (
+    GpuInfo,
+    ModelTraits,
+    ResolvedServerArgs,
+    UnsupportedSGLangVersion,
+    resolve_server_args,
+    rule_range,
+)
+from sglwrap.sglang.rules import ALL_RANGES
+
+RTX4090 = GpuInfo(24564, (8, 9), "NVIDIA GeForce RTX 4090")
+H100 = GpuInfo(81559, (9, 0), "NVIDIA H100 80GB HBM3")
+H200 = GpuInfo(143771, (9, 0), "NVIDIA H200")
+B200 = GpuInfo(182623, (10, 0), "NVIDIA B200")
+SM120 = GpuInfo(97887, (12, 0), "NVIDIA RTX PRO 6000 Blackwell")
+LLAMA = ModelTraits(architectures=("LlamaForCausalLM",))
+MLA = ModelTraits(architectures=("DeepseekV3ForCausalLM",), is_mla=True)
+VLM = ModelTraits(architectures=("Qwen2VLForConditionalGeneration",), is_multimodal=True)
+
+
+def r(version: str, gpu: GpuInfo | None = H100, model: ModelTraits | None = LLAMA, **given: object) -> ResolvedServerArgs:
+    return resolve_server_args(given, version, gpu, model)
+
+
+# ---- the three target outcomes ----------------------------------------------------------------------------------
+
+def test_0_4_6_on_one_rtx_4090_defaults_to_0_88() -> None:
+    # 0.4.6 server_args.py:224-235: 24564 <= 81920 -> TP ladder, tp 1 -> 0.88
+    res = r("0.4.6", RTX4090)
+    assert res.mem_fraction_static == 0.88
+    assert res.mem_fraction_static_source == "default"
+
+
+def test_0_4_9_on_one_rtx_4090_defaults_to_0_879() -> None:
+    # 0.4.9 server_args.py:300-319: 20 GiB <= 24564 < 35 GiB -> reserve (2.8 + 1*1/10) * 1024 = 2969.6;
+    # (24564 - 2969.6) / 24564 = 0.87911 -> round 3 -> 0.879
+    res = r("0.4.9", RTX4090)
+    assert res.mem_fraction_static == 0.879
+    assert res.reserved_mib == pytest.approx(2969.6)
+
+
+def test_0_4_9_on_one_h100_defaults_to_0_874() -> None:
+    # 35 GiB <= 81559 < 90 GiB -> reserve (9.5 + 1/2) * 1024 = 10240; (81559 - 10240) / 81559 = 0.87445 -> 0.874
+    res = r("0.4.9", H100)
+    assert res.mem_fraction_static == 0.874
+    assert res.reserved_mib == 10240
+
+
+# ---- one hand-computed case (at least) per release range --------------------------------------------------------
+
+def test_0_2_15_tp_ladder_and_fixed_capture_list() -> None:
+    # 0.2.15 server_args.py:109-119: tp >= 8 -> 0.83; chunked 8192 (:54); model_runner.py:501 [1,2,4] + 8..160/8
+    res = r("0.2.15", H100, tp_size=8)
+    assert res.mem_fraction_static == 0.83
+    assert res.chunked_prefill_size == 8192
+    assert res.cuda_graph_bs == (1, 2, 4) + tuple(range(8, 161, 8))
+    assert res.cuda_graph_max_bs == 160
+    assert res.prefill_cuda_graph is False
+
+
+def test_0_3_6_small_gpu_quarters_chunked_prefill_and_forces_max_bs_4() -> None:
+    # 0.3.6 server_args.py:163 tp 8 -> 0.82; :173-176 24564 < 25000: chunked 8192 // 4 = 2048 and max bs = 4,
+    # even over the user's --cuda-graph-max-bs 64; capture [1,2,4]
+    res = r("0.3.6", RTX4090, tp_size=8, cuda_graph_max_bs=64)
+    assert res.mem_fraction_static == 0.82
+    assert res.chunked_prefill_size == 2048
+    assert res.cuda_graph_max_bs == 4
+    assert res.cuda_graph_bs == (1, 2, 4)
+
+
+def test_0_4_0_ladder_and_small_gpu_defaults() -> None:
+    # 0.4.0 server_args.py:163 tp 8 -> 0.81; :171-183 24564 < 25000 -> chunked 2048, max bs 8 -> capture [1,2,4,8]
+    res = r("0.4.0", RTX4090, tp_size=8)
+    assert res.mem_fraction_static == 0.81
+    assert (res.chunked_prefill_size, res.cuda_graph_max_bs) == (2048, 8)
+    assert res.cuda_graph_bs == (1, 2, 4, 8)
+
+
+def test_0_4_3_small_gpu_tp4_gets_max_bs_80() -> None:
+    # 0.4.3 server_args.py:215-224: < 25000 and tp >= 4 -> 80; capture [1,2,4] + 8..80/8 (13 sizes); ladder tp 4 -> 0.85
+    res = r("0.4.3", RTX4090, tp_size=4)
+    assert res.cuda_graph_max_bs == 80
+    assert res.cuda_graph_bs == (1, 2, 4) + tuple(range(8, 81, 8))
+    assert res.mem_fraction_static == 0.85
+    # the same launch under 0.4.0 rules (server_args.py:178-183) stays at 8
+    assert r("0.4.0", RTX4090, tp_size=4).cuda_graph_max_bs == 8
+
+
+def test_0_4_6_large_gpu_subtracts_13_gib_and_captures_to_256() -> None:
+    # 0.4.6 server_args.py:236-238: 143771 > 81920 -> (143771 - 13312) / 143771 = 130459 / 143771 (not rounded)
+    # cuda_graph_runner.py:123-140: [1,2,4,8] + 16..160/8, + 160..256/8 since 143771 > 81920 and dp 1
+    res = r("0.4.6", H200)
+    assert res.mem_fraction_static == pytest.approx(130459 / 143771)
+    assert res.cuda_graph_bs == (1, 2, 4, 8) + tuple(range(16, 257, 8))
+    assert res.cuda_graph_max_bs == 256
+
+
+def test_0_4_9_eagle_adds_2_gib_and_caps_running_requests() -> None:
+    # 0.4.9 server_args.py:311-313: 10240 + 2048 = 12288; (81559 - 12288) / 81559 = 0.84933 -> 0.849; :467 mrr 48
+    res = r("0.4.9", H100, speculative_algorithm="EAGLE")
+    assert res.mem_fraction_static == 0.849
+    assert res.max_running_requests == 48
+
+
+def test_0_4_9_h200_tp2_reserve_and_chunk() -> None:
+    # 0.4.9 server_args.py:306-308: 100 GiB <= 143771 < 160 GiB -> (12 + 2/2) * 1024 = 13312;
+    # (143771 - 13312) / 143771 = 0.90741 -> 0.907; chunked :338 -> 8192
+    res = r("0.4.9", H200, tp_size=2)
+    assert res.mem_fraction_static == 0.907
+    assert res.chunked_prefill_size == 8192
+
+
+def test_0_4_10_vlm_factor_replaces_the_flat_0_90() -> None:
+    # 0.4.9 server_args.py:329: 0.874 * 0.90 = 0.7866; 0.4.10 :1946-1986 with a ViT-L-sized tower: 0.874 * 0.95 = 0.8303
+    assert r("0.4.9", H100, VLM).mem_fraction_static == pytest.approx(0.874 * 0.90)
+    assert r("0.4.10", H100, VLM).mem_fraction_static == pytest.approx(0.874 * 0.95)
+
+
+def test_0_5_2_standalone_reserves_6_gib() -> None:
+    # 0.5.2 server_args.py:486-490: 10240 + 6144 = 16384; (81559 - 16384) / 81559 = 0.79912 -> 0.799
+    # 0.5.1 (0.4.10 rules): 10240 + 2048 = 12288 -> 0.849
+    assert r("0.5.2", H100, speculative_algorithm="STANDALONE").mem_fraction_static == 0.799
+    assert r("0.5.1", H100, speculative_algorithm="STANDALONE").mem_fraction_static == 0.849
+
+
+def test_0_5_3_term_by_term_reserve() -> None:
+    # 0.5.3 server_args.py:593-601: H100 -> chunked 8192, max bs 256; :626-660 reserve 512 + 8192*1.5 + 256*2
+    # + 1*1/8*1024 = 512 + 12288 + 512 + 128 = 13440; (81559 - 13440) / 81559 = 0.83521 -> 0.835
+    res = r("0.5.3", H100)
+    assert res.reserved_mib == 13440
+    assert res.mem_fraction_static == 0.835
+    # :685-713 [1,2,4,8,12] + 16..256/8
+    assert res.cuda_graph_bs == (1, 2, 4, 8, 12) + tuple(range(16, 257, 8))
+
+
+def test_0_5_3_rtx_4090_bucket() -> None:
+    # 0.5.3 server_args.py:574-584: 20-35 GiB -> chunked 2048, max bs 16 at tp 1;
+    # reserve 512 + 2048*1.5 + 16*2 + 128 = 3744 (no 10 GiB floor below 60 GiB); (24564-3744)/24564 = 0.84758 -> 0.848
+    res = r("0.5.3", RTX4090)
+    assert (res.chunked_prefill_size, res.cuda_graph_max_bs) == (2048, 16)
+    assert res.mem_fraction_static == 0.848
+
+
+def test_0_5_4_piecewise_graph_is_opt_in_and_unreserved() -> None:
+    # 0.5.4 server_args.py:841-858 with the field default max 4096: 4..32/4 (8) + 48..256/16 (14) + 288..512/32 (8)
+    # + 640..4096/128 (28) = 58 sizes; no reserve term yet -> still 0.835
+    off = r("0.5.4", H100)
+    on = r("0.5.4", H100, enable_piecewise_cuda_graph=True)
+    assert off.prefill_cuda_graph is False and on.prefill_cuda_graph is True
+    assert len(on.prefill_graph_sizes) == 58 and on.prefill_graph_sizes[-1] == 4096
+    assert on.mem_fraction_static == 0.835
+
+
+def test_0_5_5_rtx_4090_max_bs_24_and_eagle() -> None:
+    # 0.5.5 server_args.py:708-718: max bs 24; reserve 512 + 3072 + 48 + 128 = 3760; 20804 / 24564 = 0.84693 -> 0.847
+    assert r("0.5.5", RTX4090).mem_fraction_static == 0.847
+    # EAGLE: + 2048 -> 5808; 18756 / 24564 = 0.76355 -> 0.764; capture (:847-853) 1..8 + 10..24/2 = 16 sizes
+    res = r("0.5.5", RTX4090, speculative_algorithm="EAGLE")
+    assert res.mem_fraction_static == 0.764
+    assert res.cuda_graph_bs == tuple(range(1, 9)) + tuple(range(10, 25, 2))
+
+
+def test_0_5_6_piecewise_reserves_a_quarter_of_max_tokens() -> None:
+    # 0.5.6 server_args.py:855-858: 3760 + 4096 // 4 = 4784; (24564 - 4784) / 24564 = 0.80524 -> 0.805
+    assert r("0.5.6", RTX4090, enable_piecewise_cuda_graph=True).mem_fraction_static == 0.805
+
+
+def test_0_5_7_piecewise_reserves_an_eighth_of_chunked_prefill() -> None:
+    # 0.5.7 server_args.py:897-902 max tokens = chunked 2048; :941-944 3760 + 2048 // 8 = 4016;
+    # (24564 - 4016) / 24564 = 0.83651 -> 0.837
+    assert r("0.5.7", RTX4090, enable_piecewise_cuda_graph=True).mem_fraction_static == 0.837
+
+
+def test_0_5_8_piecewise_reserves_8_mib_per_size() -> None:
+    # 0.5.8 server_args.py:1069-1087 up to 2048: 8 + 14 + 8 + 640..1024/64 (7) + 1280..2048/256 (4) = 41 sizes;
+    # 3760 + 41*8 = 4088; (24564 - 4088) / 24564 = 0.83358 -> 0.834
+    res = r("0.5.8", RTX4090, enable_piecewise_cuda_graph=True)
+    assert len(res.prefill_graph_sizes) == 41
+    assert res.mem_fraction_static == 0.834
+
+
+def test_0_5_9_prefill_sizes_start_at_576() -> None:
+    # 0.5.9 server_args.py:1109-1127 up to 2048: 8 + 14 + 8 + 576..1024/64 (8) + 4 = 42 -> 336; 3760 + 336 = 4096;
+    # (24564 - 4096) / 24564 = 0.83325 -> 0.833
+    res = r("0.5.9", RTX4090, enable_piecewise_cuda_graph=True)
+    assert len(res.prefill_graph_sizes) == 42
+    assert res.mem_fraction_static == 0.833
+
+
+def test_0_5_10_piecewise_default_on_and_eagle_turns_it_off() -> None:
+    # 0.5.10: default on (:1078-1139); up to 8192: 4..32/4 (8) + 48..256/16 (14) + 288..512/32 (8) + 576..1024/64 (8)
+    # + 1280..4096/256 (12) + 4608..8192/512 (8) = 58 -> 58*8 = 464; 13440 + 464 = 13904;
+    # (81559 - 13904) / 81559 = 0.82952 -> 0.830
+    res = r("0.5.10", H100)
+    assert res.prefill_cuda_graph is True and len(res.prefill_graph_sizes) == 58
+    assert res.mem_fraction_static == 0.830
+    # EAGLE: piecewise off (rule 2), spec reserve now 4 GiB: 13440 + 4096 = 17536; 64023 / 81559 = 0.78499 -> 0.785
+    eagle = r("0.5.10", H100, speculative_algorithm="EAGLE")
+    assert eagle.prefill_cuda_graph is False
+    assert eagle.mem_fraction_static == 0.785
+    # spec capture (:1360-1367) up to 256: 1..8 (8) + 10..32/2 (12) + 40..64/4 (7) + 72..256/8 (24) = 51
+    assert len(eagle.cuda_graph_bs) == 51 and eagle.max_running_requests == 48
+
+
+def test_0_5_10_mla_prefill_graph_reserves_1_5_gib() -> None:
+    # 0.5.10 server_args.py:166-172 of the function: 13440 + 1536 = 14976; (81559 - 14976)/81559 = 0.81638 -> 0.816
+    assert r("0.5.10", H100, MLA).mem_fraction_static == 0.816
+
+
+def test_0_5_12_default_attention_backend_by_capability() -> None:
+    # 0.5.12 server_args.py:2579-2646: Hopper -> fa3; SM100 -> trtllm_mha, whose page sizes force 64;
+    # SM120 -> flashinfer; MLA on SM100 -> flashinfer
+    assert r("0.5.12", H100).attention_backend == "fa3"
+    b200 = r("0.5.12", B200)
+    assert (b200.attention_backend, b200.page_size) == ("trtllm_mha", 64)
+    assert r("0.5.12", SM120).attention_backend == "flashinfer"
+    assert r("0.5.12", B200, MLA).attention_backend == "flashinfer"
+    # 0.5.10 picks it in ModelRunner at load: not known here
+    assert r("0.5.10", H100).attention_backend is None
+
+
+def test_0_5_13_context_length_clamps_prefill_graphs() -> None:
+    # 0.5.13 server_args.py:1579-1586: max 2048 -> 42 sizes -> 336; 13440 + 336 = 13776; 67783/81559 = 0.83109 -> 0.831
+    assert r("0.5.13", H100, context_length=2048).mem_fraction_static == 0.831
+    # 0.5.17 dropped the clamp: 58 sizes -> 0.830
+    assert r("0.5.17", H100, context_length=2048).mem_fraction_static == 0.830
+
+
+def test_0_5_14_spec_keeps_prefill_graph_and_drops_spec_reserve() -> None:
+    # 0.5.14: speculative decoding is not in the tc_piecewise rules; no spec term: 13440 + 464 = 13904 -> 0.830
+    res = r("0.5.14", H100, speculative_algorithm="EAGLE")
+    assert res.prefill_cuda_graph is True
+    assert res.mem_fraction_static == 0.830
+
+
+def test_0_5_15_decode_term_needs_decode_graphs() -> None:
+    # 0.5.15 server_args.py:3640-3645: --disable-cuda-graph drops 256*2 and the prefill term:
+    # 512 + 12288 + 128 = 12928; (81559 - 12928) / 81559 = 0.84149 -> 0.841
+    assert r("0.5.15", H100, disable_cuda_graph=True).mem_fraction_static == 0.841
+    # 0.5.14 still counts 256*2: 13440 -> 0.835
+    assert r("0.5.14", H100, disable_cuda_graph=True).mem_fraction_static == 0.835
+
+
+def test_0_5_17_mla_disables_breakable_prefill_graph() -> None:
+    # 0.5.17 breakable rules: MLA (non-DSA) -> off -> 13440 -> 0.835; 0.5.18 keeps it on: 13440 + 1536 -> 0.816
+    assert r("0.5.17", H100, MLA).prefill_cuda_graph is False
+    assert r("0.5.17", H100, MLA).mem_fraction_static == 0.835
+    assert r("0.5.18", H100, MLA).mem_fraction_static == 0.816
+
+
+def test_0_5_19_pipeline_parallel_prefill_graph_is_opt_in() -> None:
+    # 0.5.19 cuda_graph_hook: pp > 1 -> prefill off; 512 + 12288 + 512 + 1*2/8*1024 = 13568;
+    # (81559 - 13568) / 81559 = 0.83364 -> 0.834; 0.5.18: + 464 = 14032 -> 0.82796 -> 0.828
+    assert r("0.5.19", H100, pp_size=2).mem_fraction_static == 0.834
+    assert r("0.5.18", H100, pp_size=2).mem_fraction_static == 0.828
+
+
+def test_0_5_20_rtx_4090_bucket_and_no_gpu_fallback() -> None:
+    # 0.5.20 memory_hook.py:101-117: 4096 / 48; 512 + 6144 + 96 + 128 = 6880; prefill up to 4096: 50 sizes -> 400;
+    # 7280; (24564 - 7280) / 24564 = 0.70363 -> 0.704
+    res = r("0.5.20", RTX4090)
+    assert (res.chunked_prefill_size, res.cuda_graph_max_bs) == (4096, 48)
+    assert res.mem_fraction_static == 0.704
+    # 0.5.19 still 2048 / 24: 512 + 3072 + 48 + 128 + 42*8 = 4096 -> 0.833
+    assert r("0.5.19", RTX4090).mem_fraction_static == 0.833
+    # no GPU: 0.95 from 0.5.20 (memory_hook.py:324-328), 0.88 before
+    assert r("0.5.20", None).mem_fraction_static == 0.95
+    assert r("0.5.19", None).mem_fraction_static == 0.88
+    assert r("0.5.19", None).chunked_prefill_size == 4096
+
+
+def test_0_5_22_max_running_requests_caps_default_max_bs() -> None:
+    # 0.5.22 memory_hook.py:182-188: 256 -> 16; 512 + 12288 + 32 + 128 + 464 = 13424; 68135/81559 = 0.83540 -> 0.835
+    res = r("0.5.22", H100, max_running_requests=16)
+    assert res.cuda_graph_max_bs == 16
+    assert res.mem_fraction_static == 0.835
+    assert r("0.5.21", H100, max_running_requests=16).cuda_graph_max_bs == 256
+
+
+def test_0_5_22_dp_attention_on_h200() -> None:
+    # tp 8, dp 8 + DP attention, H200: max bs 512 (tp >= 4); 512 + 12288 + 1024 + 8/8*1024 = 14848;
+    # + 512*8*3 = 12288 + 512*8*1.5 = 6144 (max bs > 300) -> 33280; + 58*8 = 464 -> 33744;
+    # (143771 - 33744) / 143771 = 0.76529 -> 0.765; chunked per rank 8192 // 8 = 1024
+    res = r("0.5.22", H200, tp_size=8, dp_size=8, enable_dp_attention=True)
+    assert res.reserved_mib == 33744
+    assert res.mem_fraction_static == 0.765
+    assert res.chunked_prefill_size == 1024
+    assert "dp_attention_side_effects" in res.auto_enabled
+
+
+def test_0_5_23_mla_prefill_graph_up_to_8192() -> None:
+    # 0.5.23 memory_hook.py:233-238: MLA prefill max min(8192, 8192) -> 58 sizes; 0.5.22 capped at 2048 -> 42
+    assert len(r("0.5.23", H100, MLA).prefill_graph_sizes) == 58
+    assert len(r("0.5.22", H100, MLA).prefill_graph_sizes) == 42
+    # reserve 13440 + 1536 = 14976 either way -> 0.816
+    assert r("0.5.23", H100, MLA).mem_fraction_static == 0.816
+
+
+# ---- range bookkeeping ------------------------------------------------------------------------------------------
+
+HAND_CASE_RANGES = {"0.2.15", "0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
+                    "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.12", "0.5.13", "0.5.14", "0.5.15",
+                    "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.22", "0.5.23"}
+
+
+def test_every_range_has_a_hand_computed_case_above() -> None:
+    assert {rg.first for rg in ALL_RANGES} == HAND_CASE_RANGES
+
+
+@pytest.mark.parametrize(("version", "first"), [
+    ("0.3.0", "0.2.15"), ("0.3.5", "0.2.15"), ("0.4.1", "0.4.0"), ("0.4.8", "0.4.6"), ("0.5.1", "0.4.10"),
+    ("0.5.11", "0.5.10"), ("0.5.16", "0.5.15"), ("0.5.21", "0.5.20"), ("0.5.24", "0.5.23"), ("0.5.9rc1", "0.5.9"),
+    ("0.4.6.post2", "0.4.6"),
+])
+def test_versions_between_reads_take_their_range(version: str, first: str) -> None:
+    assert rule_range(version).first == first
+
+
+def test_unread_version_is_noted() -> None:
+    assert any("0.5.24 was not read" in n for n in r("0.5.24").notes)
+    assert not any("was not read" in n for n in r("0.5.11").notes)
+
+
+@pytest.mark.parametrize("version", ["0.2.9", "0.1.14", "not-a-version"])
+def test_older_or_bad_version_is_a_clear_error(version: str) -> None:
+    with pytest.raises(UnsupportedSGLangVersion, match="sglang"):
+        r(version)
+
+
+def test_user_values_win_and_are_sourced_as_user() -> None:
+    res = r("0.4.9", H100, mem_fraction_static=0.7, chunked_prefill_size=4096, cuda_graph_max_bs=64)
+    assert (res.mem_fraction_static, res.mem_fraction_static_source, res.reserved_mib) == (0.7, "user", None)
+    assert res.chunked_prefill_size == 4096
+    assert res.cuda_graph_max_bs == 64
+    assert res.sources["mem_fraction_static"] == "user"
+    assert res.sources["chunked_prefill_size"] == "user"
+    assert r("0.4.9", H100).sources["mem_fraction_static"].startswith("sglang 0.4.9 server_args.py:")
+
+
+def test_0_5_23_decode_flag_spelling_is_accepted() -> None:
+    assert r("0.5.23", H100, cuda_graph_max_bs_decode=128).cuda_graph_max_bs == 128
+
+
+def test_custom_all_reduce_is_auto_for_tp_gt_1_only() -> None:
+    assert "custom_all_reduce" in r("0.5.23", H100, tp_size=2).auto_enabled
+    assert "custom_all_reduce" not in r("0.5.23", H100).auto_enabled
+    assert "custom_all_reduce" not in r("0.5.23", H100, tp_size=2, disable_custom_all_reduce=True).auto_enabled
+
+
+def test_flashinfer_allreduce_fusion_auto_enable() -> None:
+    qwen_moe = ModelTraits(architectures=("Qwen3MoeForCausalLM",))
+    assert "flashinfer_allreduce_fusion" in r("0.5.23", H200, qwen_moe, tp_size=4).auto_enabled
+    # not on SM120, not at tp 1 (0.5.10+), not with DP attention
+    assert "flashinfer_allreduce_fusion" not in r("0.5.23", SM120, qwen_moe, tp_size=4).auto_enabled
+    assert "flashinfer_allreduce_fusion" not in r("0.5.23", H200, qwen_moe).auto_enabled
+    assert "flashinfer_allreduce_fusion" not in r("0.5.23", H200, qwen_moe, tp_size=4, dp_size=4,
+                                                  enable_dp_attention=True).auto_enabled
+
+
+# ---- 0.5.23 equals sglwrap/memory/defaults.py (checked against real logs) ----------------------------------------
+
+def _memory_resolve(argv: list[str], gpu_mib: float | None, model: str):
+    from sglwrap.memory.args import parse_server_args
+    from sglwrap.memory.defaults import resolve
+    from sglwrap.memory.model import load_shape
+
+    args = parse_server_args(["--model-path", model, *argv], version="0.5.23")
+    return resolve(args, load_shape(model), gpu_mib)
+
+
+@pytest.mark.parametrize(("argv", "given", "gpu"), [
+    ([], {}, H100),
+    ([], {}, RTX4090),
+    (["--tp-size", "8"], {"tp_size": 8}, H200),
+    (["--tp-size", "2", "--max-running-requests", "16"], {"tp_size": 2, "max_running_requests": 16}, H200),
+    (["--chunked-prefill-size", "4096", "--cuda-graph-max-bs-decode", "64"],
+     {"chunked_prefill_size": 4096, "cuda_graph_max_bs": 64}, H100),
+    (["--disable-cuda-graph"], {"disable_cuda_graph": True}, H100),
+    (["--tp-size", "8", "--dp-size", "8", "--enable-dp-attention"],
+     {"tp_size": 8, "dp_size": 8, "enable_dp_attention": True}, H200),
+    (["--pp-size", "2"], {"pp_size": 2}, B200),
+    ([], {}, None),
+])
+def test_0_5_23_matches_the_memory_accountant(argv: list[str], given: dict[str, object], gpu: GpuInfo | None) -> None:
+    mine = resolve_server_args(given, "0.5.23", gpu, LLAMA)
+    theirs = _memory_resolve(argv, None if gpu is None else gpu.total_mib, "Llama-3.1-8B")
+    assert mine.mem_fraction_static == pytest.approx(theirs.mem_fraction_static)
+    assert mine.reserved_mib == theirs.reserved_mb
+    assert mine.cuda_graph_max_bs == (theirs.decode_max_bs if mine.decode_cuda_graph else 0)
+    assert len(mine.prefill_graph_sizes) == (theirs.prefill_graph_sizes if mine.prefill_cuda_graph else 0)
+
+
+def test_0_5_23_mla_matches_the_memory_accountant() -> None:
+    mine = resolve_server_args({"tp_size": 8}, "0.5.23", H200, MLA)
+    theirs = _memory_resolve(["--tp-size", "8"], H200.total_mib, "DeepSeek-V3")
+    assert mine.mem_fraction_static == pytest.approx(theirs.mem_fraction_static)
+    assert mine.reserved_mib == theirs.reserved_mb
+
+
+# ---- differential: the installed SGLang (0.5.23) computing its own defaults on CPU -------------------------------
+
+_PROBE = textwrap.dedent("""
+    import json, sys
+    MEM = {"v": None}
+    import sglang.srt.utils.common as common
+    common.get_device_memory_capacity = lambda device=None: MEM["v"]
+    import sglang.srt.arg_groups.memory_hook as mh
+    mh.get_device_memory_capacity = lambda device=None: MEM["v"]
+    import sglang.srt.model_executor.cuda_graph_config as cgc
+    cgc.default_prefill_backend = lambda: cgc.Backend.BREAKABLE  # what is_cuda() would pick on a GPU host
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.arg_groups.overrides import resolved_view
+    out = []
+    for mem, kw in json.loads(sys.argv[2]):
+        MEM["v"] = mem
+        sa = ServerArgs(model_path=sys.argv[1], device="cuda", **kw)
+        sa.resolve_once()
+        rv = resolved_view(sa)
+        cg = rv.cuda_graph_config
+        out.append({"mfs": rv.mem_fraction_static, "cps": rv.chunked_prefill_size, "max_bs": cg.decode.max_bs,
+                    "bs": cg.decode.bs, "prefill_on": cg.prefill.backend != "disabled", "prefill_bs": cg.prefill.bs})
+    print("RESULT " + json.dumps(out))
+""")
+
+_DIFF_CASES: list[tuple[GpuInfo, dict[str, object]]] = [
+    (H100, {}), (RTX4090, {}), (H200, {"tp_size": 8}), (GpuInfo(49140, (8, 9)), {"max_running_requests": 16}),
+    (H100, {"chunked_prefill_size": 2048}), (B200, {}),
+]
+
+
+@pytest.mark.real_sglang
+def test_0_5_23_equals_the_installed_sglang(tmp_path: Path) -> None:
+    model = tmp_path / "llama"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+        "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+        "vocab_size": 128256, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}))
+    cases = [[g.total_mib, kw] for g, kw in _DIFF_CASES]
+    proc = subprocess.run([sys.executable, "-c", _PROBE, str(model), json.dumps(cases)], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, proc.stderr[-3000:]
+    real = json.loads(lines[-1][len("RESULT "):])
+    for (gpu, kw), theirs in zip(_DIFF_CASES, real, strict=True):
+        mine = resolve_server_args(kw, "0.5.23", gpu, LLAMA)
+        assert mine.mem_fraction_static == pytest.approx(theirs["mfs"]), (gpu, kw)
+        assert mine.chunked_prefill_size == theirs["cps"], (gpu, kw)
+        assert mine.cuda_graph_max_bs == theirs["max_bs"], (gpu, kw)
+        assert list(mine.cuda_graph_bs) == theirs["bs"], (gpu, kw)
+        assert mine.prefill_cuda_graph == theirs["prefill_on"], (gpu, kw)
+        assert list(mine.prefill_graph_sizes) == theirs["prefill_bs"], (gpu, kw)

@@ -254,3 +254,30 @@ def test_config_needing_remote_code_or_newer_transformers() -> None:
     assert st is Status.BLOCK and "does not recognize this architecture" in why
     st, why, _ = config_verdict({"model_type": "qwen3", "transformers_version": "4.60.0"}, "4.57.1", known, False)
     assert st is Status.WARN and "4.60.0" in why
+
+
+# --- block-FP8 shards -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("argv", "blocked"), [
+    (["--tp-size", "8"], True),  # 1536 / 8 = 192: not a multiple of the 128 block
+    (["--tp-size", "4"], False),  # 384
+    (["--tp-size", "8", "--ep-size", "8"], False),  # experts whole on each rank
+])
+def test_block_fp8_experts_against_tp(argv: list[str], blocked: bool) -> None:
+    cfg = json.loads((Path(cm.__file__).parents[1] / "data" / "models" / "Qwen3-235B-A22B-FP8" / "config.json")
+                     .read_text())
+    assert cfg["quantization_config"]["weight_block_size"] == [128, 128] and cfg["moe_intermediate_size"] == 1536
+    v = run(["--model-path", "Qwen3-235B-A22B-FP8", *argv])["model-parallel"]
+    assert (v.status is Status.BLOCK) is blocked, v.reason
+    if blocked:
+        assert "192" in v.reason and "block_n = 128" in v.reason and "--tp-size 4" in v.fix
+
+
+def test_block_fp8_dense_and_unquantized(tmp_path: Path) -> None:
+    fp8 = llama_like(tmp_path, "fp8", intermediate_size=14336 + 64,
+                     quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]})
+    assert run(["--model-path", fp8, "--tp-size", "2"])["model-parallel"].status is Status.BLOCK  # 7200 per GPU
+    plain = llama_like(tmp_path, "bf16", intermediate_size=14336 + 64)
+    assert run(["--model-path", plain, "--tp-size", "2"])["model-parallel"].status is Status.PASS
+    assert run(["--model-path", "DeepSeek-V3", "--tp-size", "8"])["model-parallel"].status is Status.PASS

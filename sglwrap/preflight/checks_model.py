@@ -398,6 +398,51 @@ def parallel_problems(shape: ModelShape, cfg: Mapping[str, Any], *, tp: int, pp:
                 out.append((f"SGLANG_PP_LAYER_PARTITION={part} must list {pp} stages summing to {layers} layers "
                             "(srt/distributed/utils.py:123-133 get_pp_indices, 0.5.23)",
                             "fix the partition list or unset it (SGLang then splits evenly)"))
+    out += block_quant_problems(shape, cfg, tp=tp, ep=moe_ep)
+    return out
+
+
+def block_quant_problems(shape: ModelShape, cfg: Mapping[str, Any], *, tp: int, ep: int) -> list[tuple[str, str]]:
+    """Block-FP8 checkpoints (``weight_block_size`` [n, k]): every TP shard of an MLP weight must hold whole blocks;
+    Fp8LinearMethod / Fp8MoEMethod raise ValueError otherwise (srt/layers/quantization/fp8.py:593-611 linear,
+    :1585-1601 MoE, 0.5.23). Shared experts are plain TP layers even with EP (sgl-project/sglang#10852)."""
+    q = cfg.get("quantization_config")
+    if not isinstance(q, dict):
+        tc = cfg.get("text_config")
+        q = tc.get("quantization_config") if isinstance(tc, dict) else None
+    if not isinstance(q, dict) or tp <= 1:
+        return []
+    block = q.get("weight_block_size")
+    if not (isinstance(block, (list, tuple)) and len(block) == 2 and all(isinstance(b, int) and b > 0
+                                                                           for b in block)):
+        return []
+    bn, bk = int(block[0]), int(block[1])
+    skip = " ".join(str(x) for x in (q.get("modules_to_not_convert") or q.get("ignore") or ()))
+    tc = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    assert isinstance(tc, dict)
+    parts: list[tuple[str, int, int]] = []  # (what, full size, shards)
+    if shape.is_moe:
+        parts.append(("routed experts' moe_intermediate_size", shape.moe_intermediate_size, max(tp // max(ep, 1), 1)))
+        shared = tc.get("shared_expert_intermediate_size")
+        if shared and "shared_expert" not in skip:
+            parts.append(("shared_expert_intermediate_size", int(shared), tp))
+    elif shape.intermediate_size:
+        parts.append(("intermediate_size", shape.intermediate_size, tp))
+    out: list[tuple[str, str]] = []
+    for what, size, shards in parts:
+        if shards <= 1 or size % shards:
+            continue
+        per = size // shards
+        if per % bn or per % bk:
+            bad = bn if per % bn else bk
+            ok = [t for t in (1, 2, 4, 8, 16) if t <= tp and size % t == 0 and (size // t) % bn == 0
+                  and (size // t) % bk == 0]
+            out.append((f"{shape.name} is block-FP8 ({bn}x{bk}) and its {what} {size} / {shards} = {per} per GPU "
+                        f"is not a multiple of {bad}: SGLang raises 'The output_size of gate's and up's weight = "
+                        f"{per} is not divisible by weight quantization block_n = {bn}' "
+                        "(srt/layers/quantization/fp8.py:1585-1601, 0.5.23)",
+                        f"use --tp-size {max(ok) if ok else 1}" + (" (with --dp-size/--ep-size for more GPUs)"
+                                                                   if ok else "")))
     return out
 
 
@@ -413,7 +458,8 @@ def check_model_parallel(ctx: Context) -> Verdict:
     env = {**ctx.environ}
     if ctx.profile is not None:
         env.update({k: v.value for k, v in ctx.profile.env.items()})
-    probs = parallel_problems(mf.shape, mf.config, tp=a.tp, pp=a.pp, ep=a.ep, attn_dp=a.attn_dp,
+    ep = a.ep if a.ep > 1 else (a.tp if a.get("enable_ep_moe") or a.get("enable_deepep_moe") else 1)  # 0.4.x
+    probs = parallel_problems(mf.shape, mf.config, tp=a.tp, pp=a.pp, ep=ep, attn_dp=a.attn_dp,
                               moe_a2a=None if moe_a2a is None else str(moe_a2a), environ=env)
     s = mf.shape
     facts = (f"{s.name}: {s.num_attention_heads} heads, {s.num_kv_heads} KV heads, {s.num_layers} layers"

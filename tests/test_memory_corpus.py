@@ -41,8 +41,18 @@ def _facts(case: dict[str, Any]):  # type: ignore[no-untyped-def]
     return resolve_assume(f"{g['count']}x{g['catalogue']}")
 
 
+def _argv(case: dict[str, Any]) -> list[str]:
+    """The case's SGLang arguments, a corpus config path made absolute (tests may run from any directory)."""
+    argv = [str(a) for a in case["argv"]]
+    if "--model-path" in argv:
+        i = argv.index("--model-path") + 1
+        if argv[i].startswith("tests/") and (REPO / argv[i]).exists():
+            argv[i] = str(REPO / argv[i])
+    return argv
+
+
 def _plan(case: dict[str, Any], observed: Observed | None = None):  # type: ignore[no-untyped-def]
-    return plan(_facts(case), {}, case["argv"], sglang_version=case.get("version_for_plan"), observed=observed)
+    return plan(_facts(case), {}, _argv(case), sglang_version=case.get("version_for_plan"), observed=observed)
 
 
 def test_memory_corpus_cases_are_complete_and_name_their_source() -> None:

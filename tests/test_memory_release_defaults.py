@@ -75,3 +75,16 @@ def test_disabling_cuda_graphs_removes_both_graph_terms_in_any_release(capsys: p
                          "--model-path", "Qwen3-8B", "--disable-cuda-graph")
         assert doc["terms"]["decode_graphs"] == 0 and doc["terms"]["prefill_graphs"] == 0
         assert doc["sglang_defaults"]["decode_cuda_graph"] is False
+
+
+@pytest.mark.parametrize(("release", "fraction", "source"), [
+    ("0.5.2", 0.874, "https://github.com/Stars1233/sgl-project.github.io/blob/cdc02c5088/basic_usage/native_api.html"),
+    ("0.5.4", 0.841, "https://github.com/Stars1233/sgl-project.github.io/blob/c84e4c2e8a/basic_usage/native_api.html")])
+def test_default_fraction_matches_sglangs_docs_ci_on_an_h100(capsys: pytest.CaptureFixture[str], release: str,
+                                                             fraction: float, source: str) -> None:
+    """SGLang's docs CI (1x H100, 81,559 MiB) launched qwen2.5-0.5b-instruct with only --model-path; its logged
+    server_args carry max_total_tokens=20480, cuda_graph_max_bs=4 and the computed mem_fraction_static: 0.874 in
+    the 0.5.2rc1 build, 0.841 in the 0.5.4.post3 build (``source``)."""
+    _, doc = _memory(capsys, "--assume", "1xH100", "--assume-stack", f"sglang={release}", "--", "--model-path",
+                     "Qwen2.5-7B", "--max-total-tokens", "20480", "--cuda-graph-max-bs", "4")
+    assert doc["mem_fraction_static"] == {"value": fraction, "source": "sglang-default"}

@@ -77,14 +77,21 @@ def test_disabling_cuda_graphs_removes_both_graph_terms_in_any_release(capsys: p
         assert doc["sglang_defaults"]["decode_cuda_graph"] is False
 
 
-@pytest.mark.parametrize(("release", "fraction", "source"), [
-    ("0.5.2", 0.874, "https://github.com/Stars1233/sgl-project.github.io/blob/cdc02c5088/basic_usage/native_api.html"),
-    ("0.5.4", 0.841, "https://github.com/Stars1233/sgl-project.github.io/blob/c84e4c2e8a/basic_usage/native_api.html")])
-def test_default_fraction_matches_sglangs_docs_ci_on_an_h100(capsys: pytest.CaptureFixture[str], release: str,
-                                                             fraction: float, source: str) -> None:
-    """SGLang's docs CI (1x H100, 81,559 MiB) launched qwen2.5-0.5b-instruct with only --model-path; its logged
-    server_args carry max_total_tokens=20480, cuda_graph_max_bs=4 and the computed mem_fraction_static: 0.874 in
-    the 0.5.2rc1 build, 0.841 in the 0.5.4.post3 build (``source``)."""
-    _, doc = _memory(capsys, "--assume", "1xH100", "--assume-stack", f"sglang={release}", "--", "--model-path",
-                     "Qwen2.5-7B", "--max-total-tokens", "20480", "--cuda-graph-max-bs", "4")
+_DOCS = "https://github.com/Stars1233/sgl-project.github.io/blob"
+
+
+@pytest.mark.parametrize(("gpu", "release", "fraction", "source"), [
+    ("1xH100", "0.5.2", 0.874, f"{_DOCS}/cdc02c5088/basic_usage/native_api.html (0.5.2rc1 build)"),
+    ("1xH100", "0.5.4", 0.841, f"{_DOCS}/c84e4c2e8a/basic_usage/native_api.html (0.5.4.post3 build)"),
+    ("1xH100", "0.5.14", 0.836, f"{_DOCS}/afa03d9fe3/basic_usage/native_api.html (main build of 2026-03-10)"),
+    ("1xH200", "0.5.23", 0.907, f"{_DOCS}/d827b20afe/basic_usage/native_api.html (main build of 2026-04-05)")])
+def test_default_fraction_matches_sglangs_docs_ci(capsys: pytest.CaptureFixture[str], gpu: str, release: str,
+                                                  fraction: float, source: str) -> None:
+    """SGLang's docs CI launched qwen2.5-0.5b-instruct with only --model-path; its logged server_args carry
+    max_total_tokens=20480, cuda_graph_max_bs=4 and the mem_fraction_static the release computed (``source``):
+    on its H100 runner (81,559 MiB) 0.874, then 0.841, then 0.836; later on an H200 runner 0.907. The main
+    builds' releases are not named; the rules of the release range they fall in are used."""
+    flag = "--cuda-graph-max-bs-decode" if release == "0.5.23" else "--cuda-graph-max-bs"  # 0.5.23 split the flag
+    _, doc = _memory(capsys, "--assume", gpu, "--assume-stack", f"sglang={release}", "--", "--model-path",
+                     "Qwen2.5-7B", "--max-total-tokens", "20480", flag, "4")
     assert doc["mem_fraction_static"] == {"value": fraction, "source": "sglang-default"}

@@ -49,7 +49,7 @@ def test_0_4_6_on_one_rtx_4090_defaults_to_0_88() -> None:
 
 
 def test_0_4_9_on_one_rtx_4090_defaults_to_0_879() -> None:
-    # 0.4.9 server_args.py:300-319: 20 GiB <= 24564 < 35 GiB -> reserve (2.8 + 1*1/10) * 1024 = 2969.6;
+    # 0.4.9 server_args.py:297-319: 20 GiB <= 24564 < 35 GiB -> reserve (2.8 + 1*1/10) * 1024 = 2969.6;
     # (24564 - 2969.6) / 24564 = 0.87911 -> round 3 -> 0.879
     res = r("0.4.9", RTX4090)
     assert res.mem_fraction_static == 0.879
@@ -76,7 +76,7 @@ def test_0_2_15_tp_ladder_and_fixed_capture_list() -> None:
 
 
 def test_0_3_6_small_gpu_quarters_chunked_prefill_and_forces_max_bs_4() -> None:
-    # 0.3.6 server_args.py:163 tp 8 -> 0.82; :173-176 24564 < 25000: chunked 8192 // 4 = 2048 and max bs = 4,
+    # 0.3.6 server_args.py:159-160 tp 8 -> 0.82; :173-176 24564 < 25000: chunked 8192 // 4 = 2048 and max bs = 4,
     # even over the user's --cuda-graph-max-bs 64; capture [1,2,4]
     res = r("0.3.6", RTX4090, tp_size=8, cuda_graph_max_bs=64)
     assert res.mem_fraction_static == 0.82
@@ -86,7 +86,7 @@ def test_0_3_6_small_gpu_quarters_chunked_prefill_and_forces_max_bs_4() -> None:
 
 
 def test_0_4_0_ladder_and_small_gpu_defaults() -> None:
-    # 0.4.0 server_args.py:163 tp 8 -> 0.81; :171-183 24564 < 25000 -> chunked 2048, max bs 8 -> capture [1,2,4,8]
+    # 0.4.0 server_args.py:161-162 tp 8 -> 0.81; :171-183 24564 < 25000 -> chunked 2048, max bs 8 -> capture [1,2,4,8]
     res = r("0.4.0", RTX4090, tp_size=8)
     assert res.mem_fraction_static == 0.81
     assert (res.chunked_prefill_size, res.cuda_graph_max_bs) == (2048, 8)
@@ -113,7 +113,7 @@ def test_0_4_6_large_gpu_subtracts_13_gib_and_captures_to_256() -> None:
 
 
 def test_0_4_9_eagle_adds_2_gib_and_caps_running_requests() -> None:
-    # 0.4.9 server_args.py:311-313: 10240 + 2048 = 12288; (81559 - 12288) / 81559 = 0.84933 -> 0.849; :467 mrr 48
+    # 0.4.9 server_args.py:313-315: 10240 + 2048 = 12288; (81559 - 12288) / 81559 = 0.84933 -> 0.849; :467 mrr 48
     res = r("0.4.9", H100, speculative_algorithm="EAGLE")
     assert res.mem_fraction_static == 0.849
     assert res.max_running_requests == 48
@@ -121,7 +121,7 @@ def test_0_4_9_eagle_adds_2_gib_and_caps_running_requests() -> None:
 
 def test_0_4_9_h200_tp2_reserve_and_chunk() -> None:
     # 0.4.9 server_args.py:306-308: 100 GiB <= 143771 < 160 GiB -> (12 + 2/2) * 1024 = 13312;
-    # (143771 - 13312) / 143771 = 0.90741 -> 0.907; chunked :338 -> 8192
+    # (143771 - 13312) / 143771 = 0.90741 -> 0.907; chunked :336-337 -> 8192
     res = r("0.4.9", H200, tp_size=2)
     assert res.mem_fraction_static == 0.907
     assert res.chunked_prefill_size == 8192
@@ -134,14 +134,14 @@ def test_0_4_10_vlm_factor_replaces_the_flat_0_90() -> None:
 
 
 def test_0_5_2_standalone_reserves_6_gib() -> None:
-    # 0.5.2 server_args.py:486-490: 10240 + 6144 = 16384; (81559 - 16384) / 81559 = 0.79912 -> 0.799
+    # 0.5.2 server_args.py:487-492: 10240 + 6144 = 16384; (81559 - 16384) / 81559 = 0.79912 -> 0.799
     # 0.5.1 (0.4.10 rules): 10240 + 2048 = 12288 -> 0.849
     assert r("0.5.2", H100, speculative_algorithm="STANDALONE").mem_fraction_static == 0.799
     assert r("0.5.1", H100, speculative_algorithm="STANDALONE").mem_fraction_static == 0.849
 
 
 def test_0_5_3_term_by_term_reserve() -> None:
-    # 0.5.3 server_args.py:593-601: H100 -> chunked 8192, max bs 256; :626-660 reserve 512 + 8192*1.5 + 256*2
+    # 0.5.3 server_args.py:597-605: H100 -> chunked 8192, max bs 256; :637-676 reserve 512 + 8192*1.5 + 256*2
     # + 1*1/8*1024 = 512 + 12288 + 512 + 128 = 13440; (81559 - 13440) / 81559 = 0.83521 -> 0.835
     res = r("0.5.3", H100)
     assert res.reserved_mib == 13440
@@ -169,7 +169,7 @@ def test_0_5_4_piecewise_graph_is_opt_in_and_unreserved() -> None:
 
 
 def test_0_5_5_rtx_4090_max_bs_24_and_eagle() -> None:
-    # 0.5.5 server_args.py:708-718: max bs 24; reserve 512 + 3072 + 48 + 128 = 3760; 20804 / 24564 = 0.84693 -> 0.847
+    # 0.5.5 server_args.py:707-717: max bs 24; reserve 512 + 3072 + 48 + 128 = 3760; 20804 / 24564 = 0.84693 -> 0.847
     assert r("0.5.5", RTX4090).mem_fraction_static == 0.847
     # EAGLE: + 2048 -> 5808; 18756 / 24564 = 0.76355 -> 0.764; capture (:847-853) 1..8 + 10..24/2 = 16 sizes
     res = r("0.5.5", RTX4090, speculative_algorithm="EAGLE")
@@ -178,12 +178,12 @@ def test_0_5_5_rtx_4090_max_bs_24_and_eagle() -> None:
 
 
 def test_0_5_6_piecewise_reserves_a_quarter_of_max_tokens() -> None:
-    # 0.5.6 server_args.py:855-858: 3760 + 4096 // 4 = 4784; (24564 - 4784) / 24564 = 0.80524 -> 0.805
+    # 0.5.6 server_args.py:855-857: 3760 + 4096 // 4 = 4784; (24564 - 4784) / 24564 = 0.80524 -> 0.805
     assert r("0.5.6", RTX4090, enable_piecewise_cuda_graph=True).mem_fraction_static == 0.805
 
 
 def test_0_5_7_piecewise_reserves_an_eighth_of_chunked_prefill() -> None:
-    # 0.5.7 server_args.py:897-902 max tokens = chunked 2048; :941-944 3760 + 2048 // 8 = 4016;
+    # 0.5.7 server_args.py:900-903 max tokens = chunked 2048; :943-945 3760 + 2048 // 8 = 4016;
     # (24564 - 4016) / 24564 = 0.83651 -> 0.837
     assert r("0.5.7", RTX4090, enable_piecewise_cuda_graph=True).mem_fraction_static == 0.837
 
@@ -219,8 +219,16 @@ def test_0_5_10_piecewise_default_on_and_eagle_turns_it_off() -> None:
     assert len(eagle.cuda_graph_bs) == 51 and eagle.max_running_requests == 48
 
 
+def test_0_5_11_speculative_decoding_keeps_the_piecewise_graph() -> None:
+    # 0.5.11 server_args.py:1194-1261 has no speculative-decoding rule: prefill graph on, 13440 + 464 = 13904
+    # (>= 10 GiB floor), then + 4096 (EAGLE, :1470-1475) = 18000; (81559 - 18000) / 81559 = 0.77930 -> 0.779
+    res = r("0.5.11", H100, speculative_algorithm="EAGLE")
+    assert res.prefill_cuda_graph is True
+    assert res.mem_fraction_static == 0.779
+
+
 def test_0_5_10_mla_prefill_graph_reserves_1_5_gib() -> None:
-    # 0.5.10 server_args.py:166-172 of the function: 13440 + 1536 = 14976; (81559 - 14976)/81559 = 0.81638 -> 0.816
+    # 0.5.10 server_args.py:1305-1311: 13440 + 1536 = 14976; (81559 - 14976)/81559 = 0.81638 -> 0.816
     assert r("0.5.10", H100, MLA).mem_fraction_static == 0.816
 
 
@@ -237,7 +245,7 @@ def test_0_5_12_default_attention_backend_by_capability() -> None:
 
 
 def test_0_5_13_context_length_clamps_prefill_graphs() -> None:
-    # 0.5.13 server_args.py:1579-1586: max 2048 -> 42 sizes -> 336; 13440 + 336 = 13776; 67783/81559 = 0.83109 -> 0.831
+    # 0.5.13 server_args.py:1580-1585: max 2048 -> 42 sizes -> 336; 13440 + 336 = 13776; 67783/81559 = 0.83109 -> 0.831
     assert r("0.5.13", H100, context_length=2048).mem_fraction_static == 0.831
     # 0.5.17 dropped the clamp: 58 sizes -> 0.830
     assert r("0.5.17", H100, context_length=2048).mem_fraction_static == 0.830
@@ -251,7 +259,7 @@ def test_0_5_14_spec_keeps_prefill_graph_and_drops_spec_reserve() -> None:
 
 
 def test_0_5_15_decode_term_needs_decode_graphs() -> None:
-    # 0.5.15 server_args.py:3640-3645: --disable-cuda-graph drops 256*2 and the prefill term:
+    # 0.5.15 server_args.py:3639-3643: --disable-cuda-graph drops 256*2 and the prefill term:
     # 512 + 12288 + 128 = 12928; (81559 - 12928) / 81559 = 0.84149 -> 0.841
     assert r("0.5.15", H100, disable_cuda_graph=True).mem_fraction_static == 0.841
     # 0.5.14 still counts 256*2: 13440 -> 0.835
@@ -316,7 +324,7 @@ def test_0_5_23_mla_prefill_graph_up_to_8192() -> None:
 # ---- range bookkeeping ------------------------------------------------------------------------------------------
 
 HAND_CASE_RANGES = {"0.2.15", "0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
-                    "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.12", "0.5.13", "0.5.14", "0.5.15",
+                    "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14", "0.5.15",
                     "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.22", "0.5.23"}
 
 
@@ -326,7 +334,7 @@ def test_every_range_has_a_hand_computed_case_above() -> None:
 
 @pytest.mark.parametrize(("version", "first"), [
     ("0.3.0", "0.2.15"), ("0.3.5", "0.2.15"), ("0.4.1", "0.4.0"), ("0.4.8", "0.4.6"), ("0.5.1", "0.4.10"),
-    ("0.5.11", "0.5.10"), ("0.5.16", "0.5.15"), ("0.5.21", "0.5.20"), ("0.5.24", "0.5.23"), ("0.5.9rc1", "0.5.9"),
+    ("0.5.11", "0.5.11"), ("0.5.16", "0.5.15"), ("0.5.21", "0.5.20"), ("0.5.24", "0.5.23"), ("0.5.9rc1", "0.5.9"),
     ("0.4.6.post2", "0.4.6"),
 ])
 def test_versions_between_reads_take_their_range(version: str, first: str) -> None:

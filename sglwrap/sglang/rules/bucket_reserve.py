@@ -6,7 +6,7 @@ Ranges:
 - 0.4.10 <= v < 0.5.2   server_args.py:286-357 (0.4.10; 0.5.1 :354-425 same text), VLM factor :1946-1986,
                         cuda_graph_runner.py:138-188 (0.5.1/0.5.2 :165-215 same text)
 - 0.5.2  <= v < 0.5.3   server_args.py:452-506: STANDALONE speculative decoding reserves 6 GiB instead of 2 GiB;
-                        :638-641: DP attention is switched off when dp_size == 1
+                        :634-635: DP attention is switched off when dp_size == 1
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from packaging.version import Version
 from sglwrap.sglang.rules._base import GIB, Ctx, Range, filter_capture, vlm_factor
 from sglwrap.sglang.rules.common import custom_all_reduce, decode_graph_flags, page_size, spec_max_running_requests
 
-# 0.4.9 server_args.py:296-314: GPU-memory bucket (upper bound, GiB, exclusive) -> reserve = a + b * tp * pp (GiB)
+# 0.4.9 server_args.py:294-311: GPU-memory bucket (upper bound, GiB, exclusive) -> reserve = a + b * tp * pp (GiB)
 # (a, b); the last bucket is a flat 32 GiB.
 RESERVE_0_4_9: dict[float | None, tuple[float, float]] = {
     20: (2.8, 1 / 10),     # T4, 4080
@@ -37,9 +37,9 @@ def _reserve_mib(ctx: Ctx, gpu_mem: float, *, standalone_6g: bool) -> float:
         if bound is None or gpu_mem < bound * GIB:
             reserved = (a + b * parallel) * 1024
             break
-    if ctx.spec is not None:  # draft model and larger cuda graph buffers
+    if ctx.spec is not None:  # 0.4.9 server_args.py:313-315; 0.5.2 :487-492 (STANDALONE 6 GiB)
         reserved += (6 if standalone_6g and ctx.spec == "STANDALONE" else 2) * 1024
-    if ctx.flag("enable_dp_attention"):  # before 0.5.2's dp_size == 1 switch-off, so it counts either way
+    if ctx.flag("enable_dp_attention"):  # 0.4.9 :316-317; before 0.5.2's dp_size == 1 switch-off (:634-635)
         reserved += 4 * 1024
     return reserved
 
@@ -82,13 +82,13 @@ def _resolve(ctx: Ctx, *, r0410: bool, r052: bool) -> None:
     cps = int(ctx.take("chunked_prefill_size", cps_default, ctx.cite(cps_where)))  # type: ignore[call-overload]
     dp_attn_on = ctx.flag("enable_dp_attention") and (not r052 or ctx.dp > 1)
     if dp_attn_on:
-        where = "server_args.py:638-647" if r052 else ("server_args.py:417-425" if r0410 else "server_args.py:403-410")
+        where = "server_args.py:634-645" if r052 else ("server_args.py:417-425" if r0410 else "server_args.py:403-410")
         cps //= max(1, ctx.dp)
         ctx.put("chunked_prefill_size", cps, ctx.cite(where))
         ctx.enable("dp_attention_side_effects")
         ctx.note(f"DP attention: chunked prefill divided by dp_size, +4 GiB reserve ({where})")
     elif ctx.flag("enable_dp_attention"):
-        ctx.note("--enable-dp-attention with dp_size 1 is switched off (0.5.2 server_args.py:638-639)")
+        ctx.note("--enable-dp-attention with dp_size 1 is switched off (0.5.2 server_args.py:634-635)")
     # ---- decode graphs: a max bs only below 35 GiB; otherwise the runner's list decides
     user_bs = ctx.given.get("cuda_graph_max_bs")
     small = gpu_mem is not None and gpu_mem < 35 * GIB
@@ -124,7 +124,7 @@ def _resolve(ctx: Ctx, *, r0410: bool, r052: bool) -> None:
     ctx.put("prefill_cuda_graph", False, ctx.cite("(no prefill graphs before 0.5.4)"))
     ctx.put("prefill_graph_sizes", (), ctx.cite("(no prefill graphs before 0.5.4)"))
     spec_max_running_requests(ctx, ("EAGLE", "EAGLE3", "STANDALONE") if r052 else ("EAGLE", "EAGLE3"),
-                              "server_args.py:730" if r052 else "server_args.py (EAGLE: max_running_requests 48)")
+                              "server_args.py:723-730" if r052 else ("server_args.py:494-496" if r0410 else "server_args.py:465-467"))
     backend = ctx.str_("attention_backend")
     page_size(ctx, backend, where="server_args.py (flashmla/cutlass_mla page size)", trtllm=Version(ctx.version) >= Version("0.5"))
     if backend is None:

@@ -5,7 +5,7 @@ Ranges (each starts at a release read in full; releases in between take the rule
 - 0.2.15 <= v < 0.3.6   server_args.py:98-127 (0.2.15 and 0.3.0 are byte-identical), model_runner.py:485-511
 - 0.3.6  <= v < 0.4.0   server_args.py:140-205, cuda_graph_runner.py:119-129
 - 0.4.0  <= v < 0.4.3   server_args.py:141-219, cuda_graph_runner.py:128-138
-- 0.4.3  <= v < 0.4.6   server_args.py:173-284, cuda_graph_runner.py:109-135
+- 0.4.3  <= v < 0.4.6   server_args.py:173-284, cuda_graph_runner.py:109-135 (0.4.1, 0.4.2 not read: 0.4.0 rules)
 - 0.4.6  <= v < 0.4.9   server_args.py:200-388, cuda_graph_runner.py:119-155, model_runner.py:234-265
 """
 
@@ -58,8 +58,13 @@ def resolve_0_2_15(ctx: Ctx) -> None:
     cps = ctx.int_("chunked_prefill_size", 8192)  # dataclass default 8192, server_args.py:54
     ctx.put("chunked_prefill_size", cps if cps > 0 else -1,
             "user" if ctx.has("chunked_prefill_size") else ctx.cite("server_args.py:54,105-107"))
+    # model_runner.py:387-400: an MLA model with --enable-mla runs Triton MLA and sets disable_flashinfer
+    mla_triton = ctx.is_mla and ctx.flag("enable_mla")
+    if mla_triton:
+        ctx.note("MLA with --enable-mla: flashinfer and therefore decode CUDA graphs are off (model_runner.py:387-400,"
+                 " 493-495)")
     # model_runner.py:493-502: graphs off with --disable-cuda-graph or --disable-flashinfer; fixed batch list
-    on = not (ctx.flag("disable_cuda_graph") or ctx.flag("disable_flashinfer"))
+    on = not (ctx.flag("disable_cuda_graph") or ctx.flag("disable_flashinfer") or mla_triton)
     if ctx.flag("disable_cuda_graph_padding"):
         sizes = list(range(1, 32)) + [64, 128]
     else:
@@ -72,10 +77,10 @@ def resolve_0_2_15(ctx: Ctx) -> None:
     ctx.put("max_running_requests", ctx.given.get("max_running_requests"),
             "user" if ctx.has("max_running_requests") else ctx.cite("server_args.py:51"))
     ctx.put("page_size", 1, ctx.cite("(no paged KV option in this release)"))
-    backend = "triton" if ctx.flag("disable_flashinfer") else "flashinfer"
-    ctx.put("attention_backend", backend, ctx.cite("model_runner.py:401,426"))
-    ctx.note("attention_backend: flashinfer assumed installed; without it this release uses triton "
-             "(model_runner.py:395-405)")
+    backend = "triton" if ctx.flag("disable_flashinfer") or mla_triton else "flashinfer"
+    ctx.put("attention_backend", backend, ctx.cite("model_runner.py:387-400,423-430"))
+    ctx.note("attention_backend: flashinfer assumed installed (--disable-flashinfer or Triton MLA: triton; "
+             "model_runner.py:423-430)")
     custom_all_reduce(ctx, "model_runner.py:132")
 
 
@@ -151,10 +156,10 @@ def _resolve_0_4_early(ctx: Ctx, *, r043: bool) -> None:
         ctx.note(f"DP attention: dp_size set to tp_size, chunked prefill halved"
                  f"{'' if r043 else ', graph max bs <= 96, overlap schedule off'} ({where})")
     padding_off = ctx.flag("disable_cuda_graph_padding")
-    if r043 and ctx.spec == "EAGLE":  # server_args.py:264-272
-        ctx.put("chunked_prefill_size", -1, ctx.cite("server_args.py:264-272"))
+    if r043 and ctx.spec == "EAGLE":  # server_args.py:265-272
+        ctx.put("chunked_prefill_size", -1, ctx.cite("server_args.py:265-272"))
         padding_off = True
-        ctx.note("EAGLE: chunked prefill, radix cache and overlap schedule off (server_args.py:264-272)")
+        ctx.note("EAGLE: chunked prefill, radix cache and overlap schedule off (server_args.py:265-272)")
     on = decode_graph_flags(ctx, torch_native_disables=True, per_phase_flags=False, where=lines)
     if r043 and ctx.has("cuda_graph_bs"):
         sizes = [int(b) for b in ctx.given["cuda_graph_bs"]]  # type: ignore[attr-defined]
@@ -171,7 +176,7 @@ def _resolve_0_4_early(ctx: Ctx, *, r043: bool) -> None:
     ctx.put("max_running_requests", ctx.given.get("max_running_requests"),
             "user" if ctx.has("max_running_requests") else ctx.cite("server_args.py"))
     ctx.put("page_size", 1, ctx.cite("(no paged KV option in this release)"))
-    ctx.take("attention_backend", "flashinfer", ctx.cite("server_args.py:226-233" if r043 else "server_args.py:185-190"))
+    ctx.take("attention_backend", "flashinfer", ctx.cite("server_args.py:230-237" if r043 else "server_args.py:185-190"))
     ctx.note("attention_backend: flashinfer assumed installed; without it triton")
     custom_all_reduce(ctx, "server_args.py disable_custom_all_reduce")
 
@@ -227,14 +232,14 @@ def resolve_0_4_6(ctx: Ctx) -> None:
         if gpu_mem is not None and gpu_mem > 81920 and ctx.dp == 1:
             sizes += list(range(160, 257, 8))
     capture = filter_capture(sizes, ctx, max_bs, "cuda_graph_runner.py:142-153")
-    on = decode_graph_flags(ctx, torch_native_disables=True, per_phase_flags=False, where="server_args.py:277-281")
+    on = decode_graph_flags(ctx, torch_native_disables=True, per_phase_flags=False, where="server_args.py:279-283")
     where = "cuda_graph_runner.py:119-155"
     ctx.put("decode_cuda_graph", on, ctx.cite(where))
     ctx.put("cuda_graph_max_bs", (max(capture) if capture else 0) if on else 0,
             "user" if user_bs is not None else ctx.cite("server_args.py:260-267, " + where))
     ctx.put("cuda_graph_bs", tuple(capture) if on else (), ctx.cite(where))
     _no_prefill_graph(ctx, where)
-    spec_max_running_requests(ctx, ("EAGLE", "EAGLE3"), "server_args.py:320-323")
+    spec_max_running_requests(ctx, ("EAGLE", "EAGLE3"), "server_args.py:321-323")
     backend = ctx.str_("attention_backend")
     page_size(ctx, backend, where="server_args.py:253-257", trtllm=False)
     if backend is None:

@@ -17,12 +17,12 @@ from sglwrap.sglang.rules.common import custom_all_reduce, decode_graph_flags, p
 
 # GPU memory (upper bound in GiB, exclusive; None = the rest) -> (chunked_prefill_size, max_bs at tp < 4,
 # max_bs at tp >= 4).  CUDA rows only (the NPU rows of 0.5.4-0.5.6 are left out).
-# 0.5.3 server_args.py:566-621
+# 0.5.3 server_args.py:566-635
 BUCKETS_0_5_3: dict[float | None, tuple[int, int, int]] = {
     20: (2048, 8, 8), 35: (2048, 16, 80), 60: (4096, 32, 160), 90: (8192, 256, 512), 160: (8192, 256, 512),
     None: (16384, 512, 512),
 }
-# 0.5.5 server_args.py:708-718: the 20-35 GiB row gets max bs 24 at tp < 4
+# 0.5.5 server_args.py:707-717: the 20-35 GiB row gets max bs 24 at tp < 4
 BUCKETS_0_5_5: dict[float | None, tuple[int, int, int]] = {**BUCKETS_0_5_3, 35: (2048, 24, 80)}
 # 0.5.20 memory_hook.py:101-117 (unchanged in 0.5.23 memory_hook.py:101-117): 20-35 GiB row 4096 / 48 / 160
 BUCKETS_0_5_20: dict[float | None, tuple[int, int, int]] = {**BUCKETS_0_5_3, 35: (4096, 48, 160)}
@@ -36,7 +36,8 @@ class Terms:
     where: str                   # file:lines of the GPU-memory function in that release
     buckets: dict[float | None, tuple[int, int, int]]
     decode_gen: str              # "0.5.3" | "0.5.5" | "0.5.10" (appends max_bs)
-    prefill: str                 # "none" | "optin" (0.5.4-0.5.9) | "piecewise" (0.5.10-0.5.13) | "tc" (0.5.14)
+    prefill: str                 # "none" | "optin" (0.5.4-0.5.9) | "piecewise" (0.5.10; speculative decoding
+                                 # disables it) | "piecewise11" (0.5.11-0.5.13) | "tc" (0.5.14)
                                  # | "bcg15" (0.5.15-0.5.16) | "bcg17" | "bcg18" | "bcg19" (0.5.19+: pp>1 off)
     prefill_gen: str             # "0.5.4" | "0.5.8" | "0.5.9"
     prefill_max: str             # "4096" (0.5.4-0.5.6 field default) | "chunked" (0.5.7) | "chunked_mla2048" (0.5.8+)
@@ -91,7 +92,7 @@ def _prefill_enabled(ctx: Ctx, t: Terms, attn_dp: int) -> tuple[bool, str]:
     if t.prefill == "optin":
         return (ctx.flag("enable_piecewise_cuda_graph") and not user_off,
                 "opt-in with --enable-piecewise-cuda-graph (0.5.4-0.5.9)")
-    if t.prefill == "piecewise":
+    if t.prefill in ("piecewise", "piecewise11"):
         if ctx.flag("disable_piecewise_cuda_graph") or user_off:
             return False, "--disable-piecewise-cuda-graph / --disable-cuda-graph"
         if ctx.flag("enforce_piecewise_cuda_graph"):
@@ -104,8 +105,9 @@ def _prefill_enabled(ctx: Ctx, t: Terms, attn_dp: int) -> tuple[bool, str]:
     rules: list[tuple[str, bool]] = []
     lora = ctx.flag("enable_lora") or ctx.has("lora_paths")
     a2a = ctx.str_("moe_a2a_backend") not in (None, "none")
-    if t.prefill in ("piecewise", "tc"):
-        # 0.5.10 server_args.py:1078-1139; 0.5.14 _disable_tc_piecewise_cudagraph_if_incompatible
+    if t.prefill in ("piecewise", "piecewise11", "tc"):
+        # 0.5.10 server_args.py:1078-1139 (rule 2: speculative decoding); 0.5.11 :1194-1261 (no speculative rule);
+        # 0.5.14 _disable_tc_piecewise_cudagraph_if_incompatible
         rules = [("speculative decoding", t.prefill == "piecewise" and ctx.spec is not None),
                  ("DP attention", attn_dp > 1), ("torch compile", ctx.flag("enable_torch_compile")),
                  ("pipeline parallelism", ctx.pp > 1), ("MoE A2A backend", a2a), ("LoRA", lora),
@@ -121,7 +123,7 @@ def _prefill_enabled(ctx: Ctx, t: Terms, attn_dp: int) -> tuple[bool, str]:
                  ("multimodal model", ctx.is_multimodal)]
     else:  # bcg18 / bcg19: 0.5.18 server_args.py; 0.5.23 cuda_graph_hook.py:136-255
         if t.prefill == "bcg19" and ctx.pp > 1:
-            return False, "pipeline parallelism: breakable prefill graphs are opt-in (cuda_graph_hook.py:146-162)"
+            return False, "pipeline parallelism: breakable prefill graphs are opt-in (0.5.23 cuda_graph_hook.py:146-162)"
         rules = [("two-batch overlap", ctx.flag("enable_two_batch_overlap")),
                  ("multimodal model", ctx.is_multimodal)]
     for name, hit in rules:
@@ -130,7 +132,7 @@ def _prefill_enabled(ctx: Ctx, t: Terms, attn_dp: int) -> tuple[bool, str]:
                 ctx.note("prefill CUDA graph: off for multimodal models unless the architecture is on SGLang's "
                          "allowlist (not modelled: assumed off)")
             return False, f"auto-disabled: {name}"
-    if ctx.model is None and t.prefill in ("piecewise", "tc"):
+    if ctx.model is None and t.prefill in ("piecewise", "piecewise11", "tc"):
         ctx.note("prefill CUDA graph: the model-architecture blacklist was not checked (no model traits given)")
     return True, "default on"
 
@@ -166,7 +168,7 @@ FUSION_ARCHS_0_5_7 = frozenset({"DeepseekV3ForCausalLM", "GptOssForCausalLM", "G
                                 "Qwen3MoeForCausalLM"})
 # 0.5.9 server_args.py:1680-1697
 FUSION_ARCHS_0_5_9 = FUSION_ARCHS_0_5_7 | {"Glm4MoeLiteForCausalLM", "KimiK25ForConditionalGeneration"}
-# 0.5.13 server_args.py:2627-2660
+# 0.5.13 server_args.py:2627-2651
 FUSION_ARCHS_0_5_13 = FUSION_ARCHS_0_5_9 | {"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "MistralLarge3ForCausalLM",
                                             "Qwen3NextForCausalLM", "InternS2PreviewForConditionalGeneration"}
 # 0.5.23 arg_groups/overrides.py:928-951
@@ -190,7 +192,7 @@ def _auto_paths(ctx: Ctx, t: Terms, attn_dp: int) -> None:
             ctx.note("flashinfer_allreduce_fusion: auto-enabled for this architecture on SM90/SM100 "
                      f"({'0.5.23 overrides.py:928-1003 list, applied to 0.5.16+' if v >= Version('0.5.16') else t.where})")
     elif v < Version("0.5.7") and arch == "GptOssForCausalLM" and cap is not None and cap[0] == 10 and attn_dp == 1:
-        ctx.enable("flashinfer_allreduce_fusion")  # 0.5.3 server_args.py:760-765 (GptOss on SM100)
+        ctx.enable("flashinfer_allreduce_fusion")  # 0.5.3 server_args.py:748-752 (GptOss on SM100)
     if ctx.flag("enable_symm_mem"):
         ctx.note("symm_mem: --enable-symm-mem preallocates 4 GiB unless SGLANG_SYMM_MEM_PREALLOC_GB_SIZE is set "
                  "(0.5.9+ GPU-memory settings)")
@@ -270,9 +272,9 @@ def _resolve_terms(ctx: Ctx, t: Terms) -> None:
                 reserved += max_bs * attn_dp * 1.5
         pre_term = 0.0
         if pre_on:
-            if t.prefill_reserve == "quarter":  # 0.5.6 server_args.py:855-858
+            if t.prefill_reserve == "quarter":  # 0.5.6 server_args.py:855-857
                 pre_term = float(pmax // 4)
-            elif t.prefill_reserve == "eighth":  # 0.5.7 server_args.py:941-944
+            elif t.prefill_reserve == "eighth":  # 0.5.7 server_args.py:943-945
                 pre_term = float(pmax // 8)
             elif t.prefill_reserve == "count8":
                 pre_term = len(pre_sizes) * 8.0
@@ -366,9 +368,9 @@ T_0_5_3 = _BASE
 T_0_5_4 = _t("0.5.4", "server_args.py:643-858", prefill="optin")                       # piecewise opt-in
 T_0_5_5 = _t("0.5.5", "server_args.py:665-878", prefill="optin", buckets=BUCKETS_0_5_5, decode_gen="0.5.5")
 T_0_5_6 = _t("0.5.6", "server_args.py:701-918", prefill="optin", buckets=BUCKETS_0_5_5, decode_gen="0.5.5",
-             prefill_reserve="quarter")                                                  # :855-858
+             prefill_reserve="quarter")                                                  # :855-857
 T_0_5_7 = _t("0.5.7", "server_args.py:803-1006", prefill="optin", buckets=BUCKETS_0_5_5, decode_gen="0.5.5",
-             prefill_max="chunked", prefill_reserve="eighth")                            # :899-904, :941-944
+             prefill_max="chunked", prefill_reserve="eighth")                            # :900-903, :943-945
 T_0_5_8 = _t("0.5.8", "server_args.py:879-1087", prefill="optin", buckets=BUCKETS_0_5_5, decode_gen="0.5.5",
              prefill_gen="0.5.8", prefill_max="chunked_mla2048", prefill_reserve="count8")
 T_0_5_9 = _t("0.5.9", "server_args.py:911-1127", prefill="optin", buckets=BUCKETS_0_5_5, decode_gen="0.5.5",
@@ -376,10 +378,13 @@ T_0_5_9 = _t("0.5.9", "server_args.py:911-1127", prefill="optin", buckets=BUCKET
 T_0_5_10 = _t("0.5.10", "server_args.py:1078-1139,1141-1415", prefill="piecewise", buckets=BUCKETS_0_5_5,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
               spec_reserve_gib=(6, 4))
-T_0_5_12 = _t("0.5.12", "server_args.py:1401-1675,2579-2646", prefill="piecewise", buckets=BUCKETS_0_5_5,
+T_0_5_11 = _t("0.5.11", "server_args.py:1194-1261,1294-1568", prefill="piecewise11", buckets=BUCKETS_0_5_5,
+              decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
+              spec_reserve_gib=(6, 4))
+T_0_5_12 = _t("0.5.12", "server_args.py:1401-1675,2579-2646", prefill="piecewise11", buckets=BUCKETS_0_5_5,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
               spec_reserve_gib=(6, 4), attn_default=True)
-T_0_5_13 = _t("0.5.13", "server_args.py:1444-1726", prefill="piecewise", buckets=BUCKETS_0_5_5,
+T_0_5_13 = _t("0.5.13", "server_args.py:1444-1726", prefill="piecewise11", buckets=BUCKETS_0_5_5,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
               spec_reserve_gib=(6, 4), attn_default=True, context_clamp=True)
 T_0_5_14 = _t("0.5.14", "server_args.py:2915-3401", prefill="tc", buckets=BUCKETS_0_5_5, decode_gen="0.5.10",
@@ -394,22 +399,22 @@ T_0_5_17 = _t("0.5.17", "server_args.py:4607-5007", prefill="bcg17", buckets=BUC
 T_0_5_18 = _t("0.5.18", "server_args.py:4802-5203", prefill="bcg18", buckets=BUCKETS_0_5_5, decode_gen="0.5.10",
               prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
               spec_reserve_gib=None, attn_default=True, decode_term_needs_graph=True)
-T_0_5_19 = _t("0.5.19", "arg_groups/memory_hook.py:26-283", prefill="bcg19", buckets=BUCKETS_0_5_5,
+T_0_5_19 = _t("0.5.19", "arg_groups/memory_hook.py:26-350", prefill="bcg19", buckets=BUCKETS_0_5_5,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048",
               prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default=True, decode_term_needs_graph=True)
-T_0_5_20 = _t("0.5.20", "arg_groups/memory_hook.py:47-344", prefill="bcg19", buckets=BUCKETS_0_5_20,
+T_0_5_20 = _t("0.5.20", "arg_groups/memory_hook.py:47-409", prefill="bcg19", buckets=BUCKETS_0_5_20,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048",
               prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default=True, decode_term_needs_graph=True,
               fallback_mfs=0.95)
-T_0_5_22 = _t("0.5.22", "arg_groups/memory_hook.py:47-354", prefill="bcg19", buckets=BUCKETS_0_5_20,
+T_0_5_22 = _t("0.5.22", "arg_groups/memory_hook.py:47-418", prefill="bcg19", buckets=BUCKETS_0_5_20,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048",
               prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default=True, decode_term_needs_graph=True,
               fallback_mfs=0.95, cap_by_max_running=True)
-T_0_5_23 = _t("0.5.23", "arg_groups/memory_hook.py:47-354", prefill="bcg19", buckets=BUCKETS_0_5_20,
+T_0_5_23 = _t("0.5.23", "arg_groups/memory_hook.py:47-414", prefill="bcg19", buckets=BUCKETS_0_5_20,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla8192",
               prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default=True, decode_term_needs_graph=True,
               fallback_mfs=0.95, cap_by_max_running=True, trtllm_mha_pages=(16, 32, 64, 128))
 
 RANGES = tuple(_range(t.first, f"{t.first}: {t.where}", t) for t in (
-    T_0_5_3, T_0_5_4, T_0_5_5, T_0_5_6, T_0_5_7, T_0_5_8, T_0_5_9, T_0_5_10, T_0_5_12, T_0_5_13, T_0_5_14,
+    T_0_5_3, T_0_5_4, T_0_5_5, T_0_5_6, T_0_5_7, T_0_5_8, T_0_5_9, T_0_5_10, T_0_5_11, T_0_5_12, T_0_5_13, T_0_5_14,
     T_0_5_15, T_0_5_17, T_0_5_18, T_0_5_19, T_0_5_20, T_0_5_22, T_0_5_23))

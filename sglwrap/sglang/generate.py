@@ -30,6 +30,7 @@ import datetime
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -257,23 +258,12 @@ def _opt_dest(options: list[str]) -> str:
     return (long[0] if long else options[0]).lstrip("-").replace("-", "_")
 
 
-def static_cli_flags(pkg: Path) -> list[dict[str, Any]] | None:
-    """Option strings and dests of the ``add_argument`` calls in ``ServerArgs.add_cli_args`` (ast).
+def _with_no_variants(options: list[str]) -> list[str]:
+    """argparse.BooleanOptionalAction's option strings: each ``--x`` followed by ``--no-x``."""
+    return [o for opt in options for o in ((opt, f"--no-{opt[2:]}") if opt.startswith("--") else (opt,))]
 
-    None when the release builds its flags from the dataclass fields (0.5.14+): there is no call per flag to read.
-    """
-    tree = _parse(pkg / "srt" / "server_args.py")
-    cls = _find_class(tree, "ServerArgs")
-    method = None
-    if cls is not None:
-        for node in cls.body:
-            if isinstance(node, ast.FunctionDef) and node.name == "add_cli_args":
-                method = node
-    if method is None:
-        return None
-    if any(isinstance(n, ast.Call) and ast.unparse(n.func).endswith("add_cli_args_from_dataclass")
-           for n in ast.walk(method)):
-        return None
+
+def _add_argument_calls(method: ast.FunctionDef) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for call in ast.walk(method):
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
@@ -287,8 +277,92 @@ def static_cli_flags(pkg: Path) -> list[dict[str, Any]] | None:
         for kw in call.keywords:
             if kw.arg == "dest" and isinstance(kw.value, ast.Constant):
                 dest = kw.value.value
+            if kw.arg == "action" and ast.unparse(kw.value).split(".")[-1] == "BooleanOptionalAction":
+                options = _with_no_variants(options)
         out.append({"options": options, "dest": dest or _opt_dest(options), "line": call.lineno})
     return out
+
+
+def _field_cli_flags(cls: ast.ClassDef) -> list[dict[str, Any]]:
+    """What ``add_cli_args_from_dataclass`` makes of a class's ``A[T, "help"]`` / ``A[T, Arg(...)]`` fields."""
+    out: list[dict[str, Any]] = []
+    for node in cls.body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        ann = node.annotation
+        if not (isinstance(ann, ast.Subscript) and ast.unparse(ann.value) in ("A", "Annotated", "typing.Annotated")):
+            continue
+        meta_nodes = ann.slice.elts[1:] if isinstance(ann.slice, ast.Tuple) else []
+        name = node.target.id
+        meta: ast.expr | None = None
+        for m in meta_nodes:
+            if isinstance(m, ast.Call) and ast.unparse(m.func).split(".")[-1] == "Arg":
+                meta = m
+                break
+            if isinstance(m, (ast.Constant, ast.JoinedStr, ast.BinOp)) and not (
+                    isinstance(m, ast.Constant) and not isinstance(m.value, str)):
+                meta = None
+                break
+        else:
+            # other metadata (e.g. NS('device')) makes no flag; a bare name could be an Arg: unreadable
+            if any(isinstance(m, (ast.Name, ast.Attribute, ast.Subscript)) for m in meta_nodes):
+                out.append({"options": None, "dest": name, "line": node.lineno, "source": ast.unparse(ann)[:120]})
+            continue
+        cli_name = f"--{name.replace('_', '-')}"
+        aliases: list[str] = []
+        if meta is not None:
+            kws = {kw.arg: kw.value for kw in meta.keywords if kw.arg}
+            if "no_cli" in kws:
+                ok, value = _literal(kws["no_cli"])
+                if not ok:
+                    out.append({"options": None, "dest": name, "line": node.lineno, "source": "no_cli=?"})
+                    continue
+                if value:
+                    continue
+            if "cli_name" in kws:
+                ok, value = _literal(kws["cli_name"])
+                if ok and value:
+                    cli_name = value
+            if "aliases" in kws:
+                ok, value = _literal(kws["aliases"])
+                aliases = list(value or []) if ok else []
+            if "action" in kws and ast.unparse(kws["action"]).split(".")[-1] == "BooleanOptionalAction":
+                cli_name, *aliases = _with_no_variants([cli_name, *aliases])
+        out.append({"options": [cli_name, *aliases], "dest": name, "line": node.lineno})
+    return out
+
+
+def static_cli_flags(pkg: Path) -> tuple[str, list[dict[str, Any]]] | None:
+    """Option strings and dests SGLang's parser should have, read with ``ast``.
+
+    Up to 0.5.13: the ``add_argument`` calls of ``ServerArgs.add_cli_args``. From 0.5.14: the fields that
+    ``add_cli_args_from_dataclass`` turns into flags (``A[T, ...]`` annotations, ``Arg(cli_name=, aliases=,
+    no_cli=)``; on ``ServerArgs`` or, from 0.5.20, its ``_INPUT_NAMESPACES``) plus the remaining calls.
+    """
+    server_args = pkg / "srt" / "server_args.py"
+    tree = _parse(server_args)
+    cls = _find_class(tree, "ServerArgs")
+    method = None
+    if cls is not None:
+        for node in cls.body:
+            if isinstance(node, ast.FunctionDef) and node.name == "add_cli_args":
+                method = node
+    if cls is None or method is None:
+        return None
+    calls = _add_argument_calls(method)
+    if not any(isinstance(n, ast.Call) and ast.unparse(n.func).endswith("add_cli_args_from_dataclass")
+               for n in ast.walk(method)):
+        return "ast: the add_argument calls in ServerArgs.add_cli_args", calls
+    classes = [cls]
+    for where in read_server_args_defaults(pkg)["server_args_fields_from"][1:]:
+        module, ns = where.split(":")
+        path = pkg / (module.replace(".", "/") + ".py")
+        found = _find_class(_parse(path), ns)
+        if found is not None:
+            classes.append(found)
+    fields = [f for c in classes for f in _field_cli_flags(c)]
+    return ("ast: the A[...] fields add_cli_args_from_dataclass turns into flags, plus the add_argument calls "
+            "in ServerArgs.add_cli_args", fields + calls)
 
 
 # --- the child: import the release permissively and read its parser -----------------------------------------
@@ -433,15 +507,24 @@ def _is_stub(value: Any) -> bool:
     return False
 
 
+def _repr(value: Any) -> str:
+    """A repr without memory addresses: ``<callable Envs.<lambda>>`` for a function (default computed later)."""
+    target = getattr(value, "__wrapped__", value)
+    name = getattr(target, "__qualname__", None)
+    if callable(value) and not isinstance(value, type) and isinstance(name, str):
+        return f"<callable {name}>"
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
+
+
 def _jsonable(value: Any) -> Any:
     """``value`` if it survives a JSON round trip unchanged (lists, dicts of plain values), else its repr."""
     if isinstance(value, tuple):
-        return repr(value)
+        return _repr(value)
     try:
         text = json.dumps(value, allow_nan=False, sort_keys=True)
     except (TypeError, ValueError):
-        return repr(value)
-    return value if json.loads(text) == value else repr(value)
+        return _repr(value)
+    return value if json.loads(text) == value else _repr(value)
 
 
 def type_name(action: argparse.Action) -> str | None:
@@ -564,9 +647,12 @@ def introspect(python: str, src: Path | None, prog: str | None, *, permissive: b
     with tempfile.TemporaryDirectory(prefix="sglwrap-gen-") as tmp:
         out = Path(tmp) / "out.json"
         spec = {"src": str(src) if src else None, "prog": prog, "permissive": permissive, "out": str(out)}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_") and k != "PYTHONPATH"}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("SGLANG_", "XDG_", "HF_")) and k not in ("PYTHONPATH", "TMPDIR")}
+        # HOME="~": a default made with os.path.expanduser("~/...") at import time reads "~/..." in the data,
+        # not this machine's home; anything the import writes under it lands in the temporary cwd
         env.update(PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false",
-                   HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
+                   HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1", HOME="~")
         proc = subprocess.run([python, str(_HERE), "--child", json.dumps(spec)], capture_output=True, text=True,
                               timeout=timeout, check=False, env=env, cwd=tmp)
         if proc.returncode != 0 or not out.is_file():
@@ -586,17 +672,16 @@ def _choices_of(flags: list[dict[str, Any]], option: str) -> list[Any] | None:
     return None
 
 
-def cross_check(flags: list[dict[str, Any]], static: list[dict[str, Any]] | None) -> dict[str, Any]:
-    """Compare introspected (options, dest) pairs with the static read of ``add_cli_args``."""
+def cross_check(flags: list[dict[str, Any]], static: tuple[str, list[dict[str, Any]]] | None) -> dict[str, Any]:
+    """Compare introspected (options, dest) pairs with the static read of the release's flags."""
     if static is None:
-        return {"method": "none: flags are generated from the ServerArgs field annotations (add_cli_args_from_"
-                          "dataclass), there is no add_argument call per flag to read"}
+        return {"method": "none: no ServerArgs.add_cli_args found by ast"}
+    method, read_flags = static
     live = {(tuple(f["options"]), f["dest"]) for f in flags if f["options"] != ["-h", "--help"]}
-    read = {(tuple(s["options"]), s["dest"]) for s in static if s["options"] is not None}
-    unreadable = [f"line {s['line']}: {s['source']}" for s in static if s["options"] is None]
-    return {"method": "ast read of the add_argument calls in ServerArgs.add_cli_args",
-            "agree": len(live & read), "only_introspected": sorted(map(list, live - read)),
-            "only_static": sorted(map(list, read - live)), "unreadable_calls": unreadable}
+    read = {(tuple(s["options"]), s["dest"]) for s in read_flags if s["options"] is not None}
+    unreadable = [f"line {s['line']}: {s['source']}" for s in read_flags if s["options"] is None]
+    return {"method": method, "agree": len(live & read), "only_introspected": sorted(map(list, live - read)),
+            "only_static": sorted(map(list, read - live)), "unreadable": unreadable}
 
 
 def build_release(version: str, *, python: str, rel: Path) -> dict[str, Any]:
@@ -633,8 +718,9 @@ def build_release(version: str, *, python: str, rel: Path) -> dict[str, Any]:
             "static_cross_check": check,
             "defaults_cross_check": {"literal_defaults": len(defaults["server_args_defaults"]),
                                      "differ_from_imported_class": mismatched},
-            "stubbed_modules": sorted({_missing_module(f["error"]) for f in failures} - {None}),
-            "skipped_statements": [f"{f['module']}:{f['line']}: {f['error']}" for f in failures],
+            "stubbed_modules": sorted({f["module"] for f in failures}),
+            "missing_modules": sorted({m for f in failures if (m := _missing_module(f["error"])) is not None}),
+            "skipped_statements": [_short(f"{f['module']}:{f['line']}: {f['error']}") for f in failures],
         },
         "prog": prog,
         "flags": flags,
@@ -648,6 +734,13 @@ def build_release(version: str, *, python: str, rel: Path) -> dict[str, Any]:
     doc.update(read_architectures(pkg))
     doc.update(defaults)
     return doc
+
+
+def _short(text: str) -> str:
+    """``text`` with this machine's paths (home, interpreter prefix) shortened."""
+    for path, short in ((sys.prefix, "<venv>"), (os.path.expanduser("~"), "~")):
+        text = text.replace(path, short)
+    return text
 
 
 def _missing_module(error: str) -> str | None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -108,6 +109,18 @@ def _bundled_release_data() -> dict[str, dict[str, Any]]:
 _BUNDLED: dict[str, dict[str, Any]] | None = None
 
 
+@functools.lru_cache(maxsize=64)
+def bundled_release(version: str) -> dict[str, Any] | None:
+    """One bundled release's data (``sglang-<version>.json``), or None."""
+    from sglwrap.sglang.flags import bundled_dir
+
+    try:
+        raw: dict[str, Any] = json.loads((bundled_dir() / f"sglang-{version}.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return raw
+
+
 def bundled_release_data() -> dict[str, dict[str, Any]]:
     """Every bundled release's data by version (read once per process)."""
     global _BUNDLED
@@ -116,12 +129,43 @@ def bundled_release_data() -> dict[str, dict[str, Any]]:
     return _BUNDLED
 
 
+def disk_memo(kind: str, paths: Iterable[Path], compute: Callable[[], Any]) -> Any:
+    """``compute()`` (JSON-able) cached under ``$XDG_CACHE_HOME/sglwrap/static/``, keyed by ``kind`` and the
+    paths' names, sizes and mtimes: a warm preflight re-reads no package source (hundreds of files)."""
+    from sglwrap.fsutil import atomic_write_text
+    from sglwrap.sglang.flags import cache_dir
+
+    stamp = []
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        stamp.append([str(p), st.st_size, st.st_mtime_ns])
+    key = hashlib.sha256(json.dumps([kind, stamp]).encode()).hexdigest()[:24]
+    path = cache_dir() / "static" / f"{kind}-{key}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        pass
+    value = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(value), mode=0o644)
+    except OSError:
+        pass  # a read-only cache only costs time
+    return value
+
+
 @functools.lru_cache(maxsize=8)
 def entry_classes(models_dir: Path) -> frozenset[str]:
     """The ``EntryClass`` names of ``srt/models/*.py`` (SGLang's registry, ``pkgutil.iter_modules``), by ``ast``."""
     from sglwrap.sglang.generate import read_architectures
 
-    return frozenset(read_architectures(models_dir.parent.parent)["architectures"])
+    files = sorted(models_dir.glob("*.py"))
+    names = disk_memo("entry-classes", [models_dir, *files],
+                      lambda: read_architectures(models_dir.parent.parent)["architectures"])
+    return frozenset(names)
 
 
 @functools.lru_cache(maxsize=8)
@@ -181,7 +225,7 @@ def release_architectures(ctx: Context, version: str) -> tuple[frozenset[str], s
     extra = ctx.args.table.extra if ctx.args.version == version else {}
     if extra.get("architectures"):
         return frozenset(extra["architectures"]), f"release data {ctx.args.table.source}"
-    raw = bundled_release_data().get(version)
+    raw = bundled_release(version)
     if raw and raw.get("architectures"):
         return frozenset(raw["architectures"]), f"bundled data sglang-{version}.json"
     pkg = _installed_pkg(ctx, version)
@@ -288,7 +332,7 @@ def check_model_arch(ctx: Context) -> Verdict:
     if reg is None:
         return between_releases(mf.architectures, version, architectures_catalogue())
     has: bool | None = None
-    if _installed_pkg(ctx, version) is not None:
+    if not any(a in reg[0] for a in mf.architectures) and _installed_pkg(ctx, version) is not None:
         from sglwrap.preflight.deps import installed_dirs, transformers_classes
         from sglwrap.sglang.release import target_python
 
@@ -296,7 +340,9 @@ def check_model_arch(ctx: Context) -> Verdict:
         known = transformers_classes(Path(tdir)) if tdir else frozenset()
         has = any(a in known for a in mf.architectures) if known else None
     impl = ctx.args.get("model_impl")
-    return arch_verdict(mf.architectures, reg[0], version, reg[1], architectures_catalogue(), transformers_has=has,
+    hit = [a for a in mf.architectures if a in reg[0]]
+    catalogue = {} if hit else architectures_catalogue()  # every release's list is read only for a miss
+    return arch_verdict(mf.architectures, reg[0], version, reg[1], catalogue, transformers_has=has,
                         model_impl=None if impl is None else str(impl))
 
 
@@ -334,8 +380,7 @@ def check_model_quant(ctx: Context) -> Verdict:
     sure = bool(known)
     if not known:
         extra = ctx.args.table.extra if ctx.args.version == version else {}
-        listed = extra.get("quantization_methods") or (bundled_release_data().get(version) or {}).get(
-            "quantization_methods")
+        listed = extra.get("quantization_methods") or (bundled_release(version) or {}).get("quantization_methods")
         info = ctx.args.table.by_dest("quantization")
         if not listed and info is not None and info.choices and ctx.args.version == version:
             listed = list(info.choices)
@@ -459,14 +504,17 @@ def check_model_parallel(ctx: Context) -> Verdict:
     if ctx.profile is not None:
         env.update({k: v.value for k, v in ctx.profile.env.items()})
     ep = a.ep if a.ep > 1 else (a.tp if a.get("enable_ep_moe") or a.get("enable_deepep_moe") else 1)  # 0.4.x
-    probs = parallel_problems(mf.shape, mf.config, tp=a.tp, pp=a.pp, ep=ep, attn_dp=a.attn_dp,
+    attn_dp = a.attn_dp
+    if a.get("enable_dp_attention") and (0, 3, 6) <= _vkey(target_version(ctx))[:3] < (0, 4, 6):
+        attn_dp = a.tp  # these releases set dp_size = tp_size under DP attention (server_args.py:254 in 0.4.3)
+    probs = parallel_problems(mf.shape, mf.config, tp=a.tp, pp=a.pp, ep=ep, attn_dp=attn_dp,
                               moe_a2a=None if moe_a2a is None else str(moe_a2a), environ=env)
     s = mf.shape
     facts = (f"{s.name}: {s.num_attention_heads} heads, {s.num_kv_heads} KV heads, {s.num_layers} layers"
              + (f", {s.n_routed_experts} experts" if s.n_routed_experts else "") + f" ({mf.source})")
     if probs:
         return Verdict(cid, Status.BLOCK, "; ".join(p for p, _ in probs), "; ".join(f for _, f in probs))
-    return Verdict(cid, Status.PASS, f"{facts} split by tp={a.tp} pp={a.pp} ep={a.ep} attn-dp={a.attn_dp}")
+    return Verdict(cid, Status.PASS, f"{facts} split by tp={a.tp} pp={a.pp} ep={ep} attn-dp={attn_dp}")
 
 
 # --- context-length ---------------------------------------------------------------------------------------

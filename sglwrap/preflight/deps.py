@@ -76,7 +76,18 @@ def unmet_requirements(requires: Iterable[str], installed: Mapping[str, str]) ->
 
 @functools.lru_cache(maxsize=4)
 def _environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dict[str, str]]:
-    """(canonical name -> version of every installed distribution, sglang's Requires-Dist, package dirs)."""
+    """(canonical name -> version of every installed distribution, sglang's Requires-Dist, package dirs), cached on
+    disk by the site directories' ``*.dist-info`` entries."""
+    from sglwrap.host.stack import site_paths
+    from sglwrap.preflight.checks_model import disk_memo
+
+    sites = [Path(p) for p in site_paths(python) if Path(p).is_dir()]
+    infos = sorted(d for site in sites for d in site.glob("*.dist-info"))
+    raw = disk_memo("environment", [*sites, *infos], lambda: list(_read_environment(python)))
+    return dict(raw[0]), tuple(raw[1]), dict(raw[2])
+
+
+def _read_environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dict[str, str]]:
     from sglwrap.host.stack import site_paths
 
     versions: dict[str, str] = {}
@@ -101,6 +112,13 @@ def _environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dict[str
 def transformers_model_types(pkg: Path) -> frozenset[str]:
     """The ``model_type`` keys of transformers' ``CONFIG_MAPPING_NAMES`` (``models/auto/configuration_auto.py``,
     ``auto_mappings.py`` in newer releases): its assignments and ``.update(...)`` calls, read with ``ast``."""
+    from sglwrap.preflight.checks_model import disk_memo
+
+    files = [pkg / "models" / "auto" / n for n in ("configuration_auto.py", "auto_mappings.py")]
+    return frozenset(disk_memo("transformers-model-types", files, lambda: sorted(_model_types(pkg))))
+
+
+def _model_types(pkg: Path) -> set[str]:
     out: set[str] = set()
 
     def collect(value: ast.AST) -> None:
@@ -126,23 +144,30 @@ def transformers_model_types(pkg: Path) -> frozenset[str]:
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "CONFIG_MAPPING_NAMES":
                 for arg in node.args:
                     collect(arg)
-    return frozenset(out)
+    return out
 
 
 @functools.lru_cache(maxsize=8)
 def transformers_classes(pkg: Path) -> frozenset[str]:
     """Model class names transformers' auto mappings name (``models/auto/modeling_auto.py``): what SGLang's
     Transformers backend can resolve with ``getattr(transformers, arch)``."""
-    try:
-        tree = ast.parse((pkg / "models" / "auto" / "modeling_auto.py").read_bytes())
-    except (OSError, SyntaxError):
-        return frozenset()
-    out: set[str] = set()
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Tuple) and len(n.elts) == 2 and all(
-                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in n.elts):
-            out.add(str(n.elts[1].value))  # type: ignore[attr-defined]
-    return frozenset(out)
+    from sglwrap.preflight.checks_model import disk_memo
+
+    path = pkg / "models" / "auto" / "modeling_auto.py"
+
+    def read() -> list[str]:
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (OSError, SyntaxError):
+            return []
+        out: set[str] = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Tuple) and len(n.elts) == 2 and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in n.elts):
+                out.add(str(n.elts[1].value))  # type: ignore[attr-defined]
+        return sorted(out)
+
+    return frozenset(disk_memo("transformers-classes", [path], read))
 
 
 def installed_dirs(python: str) -> dict[str, str]:
@@ -160,14 +185,21 @@ def installed_sglang(ctx: Context) -> str | None:
 @functools.lru_cache(maxsize=8)
 def sglang_model_types(pkg: Path) -> frozenset[str]:
     """``model_type = "..."`` class attributes of SGLang's own config classes (``srt/configs/*.py``)."""
+    from sglwrap.preflight.checks_model import disk_memo
+
+    files = sorted((pkg / "srt" / "configs").glob("*.py"))
+    return frozenset(disk_memo("sglang-model-types", files, lambda: sorted(_sglang_types(files))))
+
+
+def _sglang_types(files: list[Path]) -> set[str]:
     out: set[str] = set()
-    for f in (pkg / "srt" / "configs").glob("*.py"):
+    for f in files:
         try:
             text = f.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
         out.update(re.findall(r"^\s+model_type\s*(?::\s*str\s*)?=\s*[\"']([\w.-]+)[\"']", text, re.M))
-    return frozenset(out)
+    return out
 
 
 def config_verdict(cfg: Mapping[str, object], transformers: str | None, known_types: frozenset[str],

@@ -240,8 +240,20 @@ def test_0_5_12_default_attention_backend_by_capability() -> None:
     assert (b200.attention_backend, b200.page_size) == ("trtllm_mha", 64)
     assert r("0.5.12", SM120).attention_backend == "flashinfer"
     assert r("0.5.12", B200, MLA).attention_backend == "flashinfer"
-    # 0.5.10 picks it in ModelRunner at load: not known here
-    assert r("0.5.10", H100).attention_backend is None
+    # 0.5.3 picks it in ModelRunner at load: not known here
+    assert r("0.5.3", H100).attention_backend is None
+
+
+def test_attention_default_moves_into_server_args_at_0_5_5() -> None:
+    # 0.5.4: chosen in ModelRunner at load (model_runner.py:545-590) -> unknown here
+    assert r("0.5.4", H100).attention_backend is None
+    # 0.5.5 server_args.py:1144-1150: fa3 on Hopper only for utils/common.py:2650-2667's architectures
+    assert r("0.5.5", H100).attention_backend == "fa3"
+    assert r("0.5.5", H100, ModelTraits(architectures=("MistralForCausalLM",))).attention_backend == "flashinfer"
+    # no trtllm_mha default before 0.5.7 (:1531-1539); 0.5.8 drops the architecture list
+    assert r("0.5.5", B200).attention_backend == "flashinfer"
+    assert (r("0.5.7", B200).attention_backend, r("0.5.7", B200).page_size) == ("trtllm_mha", 64)
+    assert r("0.5.8", H100, ModelTraits(architectures=("MistralForCausalLM",))).attention_backend == "fa3"
 
 
 def test_0_5_13_context_length_clamps_prefill_graphs() -> None:

@@ -48,7 +48,9 @@ class Terms:
     decode_term_needs_graph: bool  # 0.5.15+: the max_bs*2 term only with decode graphs on
     cap_by_max_running: bool     # 0.5.22+: default decode max bs <= --max-running-requests
     context_clamp: bool          # 0.5.13-0.5.16: prefill graph max <= --context-length
-    attn_default: bool           # 0.5.12+: the default attention backend is chosen in server args
+    attn_default: str            # where the default attention backend is chosen: "runtime" (ModelRunner, 0.5.3-0.5.4),
+                                 # "fa3arch" (server args, fa3 only for listed archs, 0.5.5-0.5.6), "fa3arch_trtllm"
+                                 # (+ trtllm_mha on SM100, 0.5.7), "generic" (0.5.8+)
     trtllm_mha_pages: tuple[int, ...] = (16, 32, 64)
 
 
@@ -137,8 +139,17 @@ def _prefill_enabled(ctx: Ctx, t: Terms, attn_dp: int) -> tuple[bool, str]:
     return True, "default on"
 
 
+# 0.5.5 utils/common.py:2650-2667 ``is_fa3_default_architecture`` (fa3 on Hopper only for these, 0.5.5-0.5.7)
+FA3_DEFAULT_ARCHS_0_5_5 = frozenset({
+    "Qwen2ForCausalLM", "Llama4ForConditionalGeneration", "LlamaForCausalLM", "Olmo2ForCausalLM",
+    "Gemma2ForCausalLM", "Gemma3ForConditionalGeneration", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+    "Glm4MoeForCausalLM", "Glm4vMoeForConditionalGeneration", "Step3VLForConditionalGeneration"})
+
+
 def _attention_default(ctx: Ctx, t: Terms) -> str | None:
-    """``_get_default_attn_backend`` (0.5.12 server_args.py:2579-2646; 0.5.23 model_override_base.py:277-340)."""
+    """The default attention backend: 0.5.5 server_args.py:1130-1175 (fa3 for listed archs), 0.5.7 :1511-1565
+    (+ trtllm_mha on SM100), 0.5.8+ (no arch list), ``_get_default_attn_backend`` (0.5.12 server_args.py:2579-2646;
+    0.5.23 model_override_base.py:277-340)."""
     cap = ctx.capability
     if cap is None:
         ctx.note("attention_backend: GPU capability unknown; SGLang picks at start (fa3 on Hopper, trtllm_mha on "
@@ -153,9 +164,12 @@ def _attention_default(ctx: Ctx, t: Terms) -> str | None:
         ctx.note("attention_backend: fa3 on Hopper assumes CUDA >= 12.3 (is_hopper_with_cuda_12_3)")
     if ctx.is_mla:
         return "fa3" if hopper else ("flashinfer" if sm100 else "triton")
-    if hopper and no_spec_or_topk1:
+    fa3_ok = t.attn_default == "generic" or (ctx.arch in FA3_DEFAULT_ARCHS_0_5_5)
+    if t.attn_default != "generic" and ctx.arch is None and hopper:
+        ctx.note("attention_backend: fa3 on Hopper only for SGLang's FA3-default architectures; model unknown")
+    if hopper and no_spec_or_topk1 and fa3_ok:
         return "fa3"
-    if sm100 and no_spec_or_topk1 and (ctx.spec is None or topk is not None):
+    if t.attn_default != "fa3arch" and sm100 and no_spec_or_topk1 and (ctx.spec is None or topk is not None):
         return "trtllm_mha"
     ctx.note("attention_backend: flashinfer assumes FlashInfer installed and a model without attention sinks "
              "(else triton)")
@@ -334,7 +348,7 @@ def _resolve_terms(ctx: Ctx, t: Terms) -> None:
         cap = ctx.capability
         backend = "trtllm_mha" if cap[0] == 10 else ("fa3" if cap == (9, 0) else "triton")
         ctx.put("attention_backend", backend, ctx.cite("model-specific adjustments (GptOssForCausalLM)"))
-    elif t.attn_default:
+    elif t.attn_default != "runtime":
         backend = _attention_default(ctx, t)
         ctx.put("attention_backend", backend,
                 ctx.cite("model_override_base.py:277-340" if v >= Version("0.5.19")
@@ -356,7 +370,7 @@ def _range(first: str, label: str, terms: Terms) -> Range:
 _BASE = Terms(first="0.5.3", where="server_args.py:542-713", buckets=BUCKETS_0_5_3, decode_gen="0.5.3",
               prefill="none", prefill_gen="0.5.4", prefill_max="4096", prefill_reserve="none",
               spec_reserve_gib=(6, 2), fallback_mfs=0.88, decode_term_needs_graph=False, cap_by_max_running=False,
-              context_clamp=False, attn_default=False)
+              context_clamp=False, attn_default="runtime")
 
 
 def _t(first: str, where: str, **changes: object) -> Terms:
@@ -366,53 +380,55 @@ def _t(first: str, where: str, **changes: object) -> Terms:
 
 T_0_5_3 = _BASE
 T_0_5_4 = _t("0.5.4", "server_args.py:643-858", prefill="optin")                       # piecewise opt-in
-T_0_5_5 = _t("0.5.5", "server_args.py:665-878", prefill="optin", buckets=BUCKETS_0_5_5, decode_gen="0.5.5")
-T_0_5_6 = _t("0.5.6", "server_args.py:701-918", prefill="optin", buckets=BUCKETS_0_5_5, decode_gen="0.5.5",
-             prefill_reserve="quarter")                                                  # :855-857
-T_0_5_7 = _t("0.5.7", "server_args.py:803-1006", prefill="optin", buckets=BUCKETS_0_5_5, decode_gen="0.5.5",
-             prefill_max="chunked", prefill_reserve="eighth")                            # :900-903, :943-945
+T_0_5_5 = _t("0.5.5", "server_args.py:665-878,1130-1175", prefill="optin", buckets=BUCKETS_0_5_5, decode_gen="0.5.5",
+             attn_default="fa3arch")
+T_0_5_6 = _t("0.5.6", "server_args.py:701-918,1280-1325", prefill="optin", buckets=BUCKETS_0_5_5,
+             decode_gen="0.5.5", prefill_reserve="quarter", attn_default="fa3arch")  # reserve :855-857
+T_0_5_7 = _t("0.5.7", "server_args.py:803-1006,1511-1565", prefill="optin", buckets=BUCKETS_0_5_5,
+             decode_gen="0.5.5", prefill_max="chunked", prefill_reserve="eighth",  # :900-903, :943-945
+             attn_default="fa3arch_trtllm")
 T_0_5_8 = _t("0.5.8", "server_args.py:879-1087", prefill="optin", buckets=BUCKETS_0_5_5, decode_gen="0.5.5",
-             prefill_gen="0.5.8", prefill_max="chunked_mla2048", prefill_reserve="count8")
+             prefill_gen="0.5.8", prefill_max="chunked_mla2048", prefill_reserve="count8", attn_default="generic")
 T_0_5_9 = _t("0.5.9", "server_args.py:911-1127", prefill="optin", buckets=BUCKETS_0_5_5, decode_gen="0.5.5",
-             prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8")
+             prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8", attn_default="generic")
 T_0_5_10 = _t("0.5.10", "server_args.py:1078-1139,1141-1415", prefill="piecewise", buckets=BUCKETS_0_5_5,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
-              spec_reserve_gib=(6, 4))
+              spec_reserve_gib=(6, 4), attn_default="generic")
 T_0_5_11 = _t("0.5.11", "server_args.py:1194-1261,1294-1568", prefill="piecewise11", buckets=BUCKETS_0_5_5,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
-              spec_reserve_gib=(6, 4))
+              spec_reserve_gib=(6, 4), attn_default="generic")
 T_0_5_12 = _t("0.5.12", "server_args.py:1401-1675,2579-2646", prefill="piecewise11", buckets=BUCKETS_0_5_5,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
-              spec_reserve_gib=(6, 4), attn_default=True)
+              spec_reserve_gib=(6, 4), attn_default="generic")
 T_0_5_13 = _t("0.5.13", "server_args.py:1444-1726", prefill="piecewise11", buckets=BUCKETS_0_5_5,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
-              spec_reserve_gib=(6, 4), attn_default=True, context_clamp=True)
+              spec_reserve_gib=(6, 4), attn_default="generic", context_clamp=True)
 T_0_5_14 = _t("0.5.14", "server_args.py:2915-3401", prefill="tc", buckets=BUCKETS_0_5_5, decode_gen="0.5.10",
               prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
-              spec_reserve_gib=None, attn_default=True, context_clamp=True)
+              spec_reserve_gib=None, attn_default="generic", context_clamp=True)
 T_0_5_15 = _t("0.5.15", "server_args.py:3469-3776", prefill="bcg15", buckets=BUCKETS_0_5_5, decode_gen="0.5.10",
               prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
-              spec_reserve_gib=None, attn_default=True, context_clamp=True, decode_term_needs_graph=True)
+              spec_reserve_gib=None, attn_default="generic", context_clamp=True, decode_term_needs_graph=True)
 T_0_5_17 = _t("0.5.17", "server_args.py:4607-5007", prefill="bcg17", buckets=BUCKETS_0_5_5, decode_gen="0.5.10",
               prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
-              spec_reserve_gib=None, attn_default=True, decode_term_needs_graph=True)
+              spec_reserve_gib=None, attn_default="generic", decode_term_needs_graph=True)
 T_0_5_18 = _t("0.5.18", "server_args.py:4802-5203", prefill="bcg18", buckets=BUCKETS_0_5_5, decode_gen="0.5.10",
               prefill_gen="0.5.9", prefill_max="chunked_mla2048", prefill_reserve="count8_mla",
-              spec_reserve_gib=None, attn_default=True, decode_term_needs_graph=True)
+              spec_reserve_gib=None, attn_default="generic", decode_term_needs_graph=True)
 T_0_5_19 = _t("0.5.19", "arg_groups/memory_hook.py:26-350", prefill="bcg19", buckets=BUCKETS_0_5_5,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048",
-              prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default=True, decode_term_needs_graph=True)
+              prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default="generic", decode_term_needs_graph=True)
 T_0_5_20 = _t("0.5.20", "arg_groups/memory_hook.py:47-409", prefill="bcg19", buckets=BUCKETS_0_5_20,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048",
-              prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default=True, decode_term_needs_graph=True,
+              prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default="generic", decode_term_needs_graph=True,
               fallback_mfs=0.95)
 T_0_5_22 = _t("0.5.22", "arg_groups/memory_hook.py:47-418", prefill="bcg19", buckets=BUCKETS_0_5_20,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla2048",
-              prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default=True, decode_term_needs_graph=True,
+              prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default="generic", decode_term_needs_graph=True,
               fallback_mfs=0.95, cap_by_max_running=True)
 T_0_5_23 = _t("0.5.23", "arg_groups/memory_hook.py:47-414", prefill="bcg19", buckets=BUCKETS_0_5_20,
               decode_gen="0.5.10", prefill_gen="0.5.9", prefill_max="chunked_mla8192",
-              prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default=True, decode_term_needs_graph=True,
+              prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default="generic", decode_term_needs_graph=True,
               fallback_mfs=0.95, cap_by_max_running=True, trtllm_mha_pages=(16, 32, 64, 128))
 
 RANGES = tuple(_range(t.first, f"{t.first}: {t.where}", t) for t in (

@@ -135,9 +135,23 @@ def paint(text: str, code: str) -> str:
     return f"{code}{text}{_RESET}"
 
 
+# lower-case statuses where a report puts them first on a line (launch --dry-run's "  block   symm-mem: ...")
+_LINE_STATUS_RE = re.compile(r"(?m)^(\s*)(pass|warn|downgrade|block)(?=\s)")
+_LINE_COLORS = {"pass": _GREEN, "warn": _YELLOW, "downgrade": _YELLOW, "block": _RED}
+# the memory accountant's verdict ("verdict: kv_pool_oom", launch's "memory    fits: ...")
+_VERDICT_RE = re.compile(r"(?m)^(verdict:\s+|memory\s+)(fits|[a-z_]*risk[a-z_]*|[a-z_]*oom[a-z_]*|weights_dont_fit)\b")
+
+
+def _verdict_color(word: str) -> str:
+    return _GREEN if word == "fits" else _YELLOW if "risk" in word else _RED
+
+
 def colorize_status(text: str) -> str:
-    """Colour each whole-word status (PASS, WARN, DOWN, BLOCK, ...) in ``text``."""
-    return _STATUS_RE.sub(lambda m: paint(m.group(1), STATUS_COLORS[m.group(1)]), text)
+    """Colour each whole-word status (PASS, WARN, DOWN, BLOCK, ...) in ``text``, a lower-case status that starts a
+    line, and the memory verdict (fits green, a risk yellow, an OOM red)."""
+    text = _STATUS_RE.sub(lambda m: paint(m.group(1), STATUS_COLORS[m.group(1)]), text)
+    text = _LINE_STATUS_RE.sub(lambda m: m.group(1) + paint(m.group(2), _LINE_COLORS[m.group(2)]), text)
+    return _VERDICT_RE.sub(lambda m: m.group(1) + paint(m.group(2), _verdict_color(m.group(2))), text)
 
 
 def bold(text: str, stream: TextIO | None = None) -> str:

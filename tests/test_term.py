@@ -65,6 +65,15 @@ def test_status_words_are_coloured_as_whole_words_only() -> None:
     assert term.visible_len(text) == len("x PASS y WARN DOWN BLOCK BLOCKING --block PASSED-ish")
 
 
+def test_line_statuses_and_memory_verdicts_are_coloured() -> None:
+    text = term.colorize_status("preflight blocked\n  block   symm-mem: x passes\n  pass    gpu-count: ok\n"
+                                "verdict: kv_pool_oom\nverdict: fits\nmemory    graph_oom_risk: y\n")
+    assert "  \x1b[31mblock\x1b[0m   symm-mem" in text and "  \x1b[32mpass\x1b[0m    gpu-count" in text
+    assert "x passes" in text  # not at the start of a line: prose
+    assert "verdict: \x1b[31mkv_pool_oom\x1b[0m" in text and "verdict: \x1b[32mfits\x1b[0m" in text
+    assert "memory    \x1b[33mgraph_oom_risk\x1b[0m" in text
+
+
 def test_wrap_keeps_lines_within_the_width_with_a_hanging_indent() -> None:
     line = "symm-mem           BLOCK " + "word " * 40 + "/a/very/long/path/that/must/not/be/cut/anywhere.py"
     out = term.wrap_line(line, 60)

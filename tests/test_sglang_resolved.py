@@ -394,44 +394,89 @@ def test_flashinfer_allreduce_fusion_auto_enable() -> None:
                                                   enable_dp_attention=True).auto_enabled
 
 
-# ---- 0.5.23 equals sglwrap/memory/defaults.py (checked against real logs) ----------------------------------------
+# ---- 0.5.23 equals the memory accountant's own 0.5.23 logic (checked against real logs) ----------------------------
+# sglwrap/memory/defaults.py at commit ee71f02, before it was wired to sglwrap.sglang.resolved (d1b394b), restated
+# here as the reference: a separate implementation of memory_hook.py:47-414 that was checked against real logs.
 
-def _memory_resolve(argv: list[str], gpu_mib: float | None, model: str):
-    from sglwrap.memory.args import parse_server_args
-    from sglwrap.memory.defaults import resolve
-    from sglwrap.memory.model import load_shape
+def _accountant_ee71f02(gpu: float | None, *, tp: int = 1, pp: int = 1, attn_dp: int = 1, cps: int | None = None,
+                        max_bs: int | None = None, mrr: int | None = None, decode_graph: bool = True,
+                        prefill_graph: bool = True, is_mla: bool = False) -> tuple[int, int, int, float, float]:
+    if gpu is None:
+        cps_d, bs_d = 4096, 160
+    elif gpu < 20 * 1024:
+        cps_d, bs_d = 2048, 8
+    elif gpu < 35 * 1024:
+        cps_d, bs_d = 4096, 48 if tp < 4 else 160
+    elif gpu < 60 * 1024:
+        cps_d, bs_d = 4096, 32 if tp < 4 else 160
+    elif gpu < 160 * 1024:
+        cps_d, bs_d = 8192, 256 if tp < 4 else 512
+    else:
+        cps_d, bs_d = 16384, 512
+    c = cps if cps is not None else cps_d
+    b = max_bs if max_bs is not None else bs_d
+    if max_bs is None and mrr is not None:
+        b = min(b, mrr)
+    pmax = min(8192, c) if is_mla else c
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, pmax + 1, 512)))
+    n_prefill = len([x for x in sizes if x <= pmax]) if c > 0 else 0
+    reserved = 512 + (max(c, 2048) if c > 0 else 2048) * 1.5 + tp * pp / 8 * 1024
+    if decode_graph:
+        reserved += b * 2
+    if attn_dp > 1:
+        reserved += b * attn_dp * 3 + (b * attn_dp * 1.5 if b > 300 else 0)
+    if prefill_graph:
+        reserved += 1536 if is_mla else 8 * n_prefill
+    if gpu is not None and gpu > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    f = round((gpu - reserved) / gpu, 3) if gpu else 0.95
+    return c, b, n_prefill, f, reserved
 
-    args = parse_server_args(["--model-path", model, *argv], version="0.5.23")
-    return resolve(args, load_shape(model), gpu_mib)
 
-
-@pytest.mark.parametrize(("argv", "given", "gpu"), [
-    ([], {}, H100),
-    ([], {}, RTX4090),
-    (["--tp-size", "8"], {"tp_size": 8}, H200),
-    (["--tp-size", "2", "--max-running-requests", "16"], {"tp_size": 2, "max_running_requests": 16}, H200),
-    (["--chunked-prefill-size", "4096", "--cuda-graph-max-bs-decode", "64"],
-     {"chunked_prefill_size": 4096, "cuda_graph_max_bs": 64}, H100),
-    (["--disable-cuda-graph"], {"disable_cuda_graph": True}, H100),
-    (["--tp-size", "8", "--dp-size", "8", "--enable-dp-attention"],
-     {"tp_size": 8, "dp_size": 8, "enable_dp_attention": True}, H200),
-    (["--pp-size", "2"], {"pp_size": 2}, B200),
-    ([], {}, None),
+@pytest.mark.parametrize(("given", "gpu", "ref"), [
+    ({}, H100, {}),
+    ({}, RTX4090, {}),
+    ({"tp_size": 8}, H200, {"tp": 8}),
+    ({"tp_size": 2, "max_running_requests": 16}, H200, {"tp": 2, "mrr": 16}),
+    ({"chunked_prefill_size": 4096, "cuda_graph_max_bs_decode": 64}, H100, {"cps": 4096, "max_bs": 64}),
+    ({"disable_cuda_graph": True}, H100, {"decode_graph": False, "prefill_graph": False}),
+    ({"tp_size": 8, "dp_size": 8, "enable_dp_attention": True}, H200, {"tp": 8, "attn_dp": 8}),
+    ({"tp_size": 4, "attn_dp_size": 2}, B200, {"tp": 4, "attn_dp": 2}),
+    ({"pp_size": 2}, B200, {"pp": 2, "prefill_graph": False}),  # 0.5.23 cuda_graph_hook.py:146-162: pp > 1 -> off
+    ({}, GpuInfo(16376, (8, 9)), {}),
+    ({}, None, {}),
 ])
-def test_0_5_23_matches_the_memory_accountant(argv: list[str], given: dict[str, object], gpu: GpuInfo | None) -> None:
+def test_0_5_23_matches_the_accountants_reference(given: dict[str, object], gpu: GpuInfo | None,
+                                                   ref: dict[str, object]) -> None:
     mine = resolve_server_args(given, "0.5.23", gpu, LLAMA)
-    theirs = _memory_resolve(argv, None if gpu is None else gpu.total_mib, "Llama-3.1-8B")
-    assert mine.mem_fraction_static == pytest.approx(theirs.mem_fraction_static)
-    assert mine.reserved_mib == theirs.reserved_mb
-    assert mine.cuda_graph_max_bs == (theirs.decode_max_bs if mine.decode_cuda_graph else 0)
-    assert len(mine.prefill_graph_sizes) == (theirs.prefill_graph_sizes if mine.prefill_cuda_graph else 0)
+    cps, max_bs, n_prefill, frac, reserved = _accountant_ee71f02(None if gpu is None else gpu.total_mib, **ref)  # type: ignore[arg-type]
+    assert mine.mem_fraction_static == pytest.approx(frac)
+    assert mine.reserved_mib == (None if gpu is None else reserved)
+    assert mine.cuda_graph_max_bs == (max_bs if mine.decode_cuda_graph else 0)
+    assert len(mine.prefill_graph_sizes) == (n_prefill if mine.prefill_cuda_graph else 0)
+    attn_dp = int(ref.get("attn_dp", 1))  # type: ignore[call-overload]
+    assert mine.chunked_prefill_size == cps // attn_dp
 
 
-def test_0_5_23_mla_matches_the_memory_accountant() -> None:
-    mine = resolve_server_args({"tp_size": 8}, "0.5.23", H200, MLA)
-    theirs = _memory_resolve(["--tp-size", "8"], H200.total_mib, "DeepSeek-V3")
-    assert mine.mem_fraction_static == pytest.approx(theirs.mem_fraction_static)
-    assert mine.reserved_mib == theirs.reserved_mb
+def test_0_5_23_mla_matches_the_accountants_reference() -> None:
+    # DeepSeek-V3 (MLA, text) at tp 8 on H200; Kimi-K2.5 (MLA, multimodal, on 0.5.23's breakable allowlist)
+    kimi = ModelTraits(architectures=("KimiK25ForConditionalGeneration",), is_mla=True, is_multimodal=True)
+    for model in (MLA, kimi):
+        mine = resolve_server_args({"tp_size": 8}, "0.5.23", H200, model)
+        _, _, _, frac, reserved = _accountant_ee71f02(H200.total_mib, tp=8, is_mla=True)
+        assert mine.reserved_mib == reserved
+        factor = 0.95 if model.is_multimodal else 1.0  # ViT-L-sized tower when vision_params is unknown
+        assert mine.mem_fraction_static == pytest.approx(frac * factor)
+
+
+def test_multimodal_prefill_graph_follows_the_release_allowlist() -> None:
+    # 0.5.23 cuda_graph_hook.py:230-240: multimodal -> breakable prefill graph off unless on the allowlist
+    # (configs/model_config.py:2501-2516); Qwen2-VL is not, Kimi-K2.5 is (and was not in 0.5.16: off for all VLMs)
+    kimi = ModelTraits(architectures=("KimiK25ForConditionalGeneration",), is_multimodal=True)
+    assert r("0.5.23", H100, VLM).prefill_cuda_graph is False
+    assert r("0.5.23", H100, kimi).prefill_cuda_graph is True
+    assert r("0.5.16", H100, kimi).prefill_cuda_graph is False
 
 
 # ---- differential: the installed SGLang (0.5.23) computing its own defaults on CPU -------------------------------

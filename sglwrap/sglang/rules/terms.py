@@ -86,6 +86,34 @@ def _prefill_sizes(gen: str, max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
+_MM_0_5_17 = frozenset({"Cohere2VisionForConditionalGeneration", "KimiK25ForConditionalGeneration",
+                        "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration",
+                        "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})
+_MM_0_5_18 = _MM_0_5_17 | {"InternS2MobiusForConditionalGeneration", "KimiK3ForConditionalGeneration",
+                           "MuseGlimmerForConditionalGeneration"}
+_MM_0_5_19 = _MM_0_5_18 | {"PaddleOCRVLForConditionalGeneration"}
+_MM_0_5_20 = _MM_0_5_19 | {"Glm5NextForConditionalGeneration"}
+_MM_0_5_22 = _MM_0_5_20 | {"Qwen4ExpForConditionalGeneration"}
+_MM_0_5_23 = _MM_0_5_22 | {"MuseSparkForConditionalGeneration"}
+# Multimodal architectures that keep prefill CUDA graphs (configs/model_config.py: the union of
+# multimodal_piecewise_cuda_graph_supported_model_archs and multimodal_breakable_cuda_graph_supported_model_archs
+# while both are consulted, 0.5.17 :1839-1855 ... 0.5.21 :2295-2320; the breakable list alone from 0.5.22 :2388-2402,
+# 0.5.23 :2501-2516).  Keyed by the first release with that set.
+MULTIMODAL_PREFILL_GRAPH_ARCHS: dict[str, frozenset[str]] = {
+    "0.5.17": _MM_0_5_17, "0.5.18": _MM_0_5_18, "0.5.19": _MM_0_5_19, "0.5.20": _MM_0_5_20,
+    "0.5.22": _MM_0_5_22, "0.5.23": _MM_0_5_23,
+}
+
+
+def _mm_allowed(ctx: Ctx) -> bool:
+    v = Version(ctx.version)
+    allowed: frozenset[str] = frozenset()
+    for first, archs in MULTIMODAL_PREFILL_GRAPH_ARCHS.items():
+        if Version(first) <= v:
+            allowed = archs
+    return any(a in allowed for a in (ctx.model.architectures if ctx.model else ()))
+
+
 def _prefill_enabled(ctx: Ctx, t: Terms, attn_dp: int) -> tuple[bool, str]:
     """Whether prefill (piecewise / breakable) graphs are captured, and why not."""
     user_off = ctx.flag("disable_cuda_graph")
@@ -121,18 +149,18 @@ def _prefill_enabled(ctx: Ctx, t: Terms, attn_dp: int) -> tuple[bool, str]:
         rules = [("MLA attention", ctx.is_mla), ("LoRA", lora), ("MoE A2A backend", a2a),
                  ("DP attention", attn_dp > 1), ("multimodal model", ctx.is_multimodal)]
     elif t.prefill == "bcg17":  # 0.5.17 server_args.py _disable_breakable_cudagraph_if_incompatible
+        if ctx.is_multimodal and _mm_allowed(ctx):
+            ctx.note("prefill CUDA graph: 0.5.17-0.5.21 switch multimodal archs on the piecewise list to tc_piecewise,"
+                     " whose rules then apply (0.5.17 server_args.py:4350-4360); modelled with the breakable rules")
         rules = [("MLA attention (non-DSA)", ctx.is_mla), ("two-batch overlap", ctx.flag("enable_two_batch_overlap")),
-                 ("multimodal model", ctx.is_multimodal)]
+                 ("multimodal model", ctx.is_multimodal and not _mm_allowed(ctx))]
     else:  # bcg18 / bcg19: 0.5.18 server_args.py; 0.5.23 cuda_graph_hook.py:136-255
         if t.prefill == "bcg19" and ctx.pp > 1:
             return False, "pipeline parallelism: breakable prefill graphs are opt-in (0.5.23 cuda_graph_hook.py:146-162)"
         rules = [("two-batch overlap", ctx.flag("enable_two_batch_overlap")),
-                 ("multimodal model", ctx.is_multimodal)]
+                 ("multimodal model", ctx.is_multimodal and not _mm_allowed(ctx))]
     for name, hit in rules:
         if hit:
-            if name == "multimodal model" and t.prefill in ("bcg17", "bcg18", "bcg19"):
-                ctx.note("prefill CUDA graph: off for multimodal models unless the architecture is on SGLang's "
-                         "allowlist (not modelled: assumed off)")
             return False, f"auto-disabled: {name}"
     if ctx.model is None and t.prefill in ("piecewise", "piecewise11", "tc"):
         ctx.note("prefill CUDA graph: the model-architecture blacklist was not checked (no model traits given)")

@@ -127,6 +127,13 @@ def test_0_4_9_h200_tp2_reserve_and_chunk() -> None:
     assert res.chunked_prefill_size == 8192
 
 
+def test_request_pool_size_joins_the_capture_list() -> None:
+    # 0.4.6 cuda_graph_runner.py:142-151: max 160 > pool 20 -> += [19, 20], then <= 20: [1,2,4,8,16,19,20]
+    assert r("0.4.6", H100, max_running_requests=20).cuda_graph_bs == (1, 2, 4, 8, 16, 19, 20)
+    # 0.4.9 cuda_graph_runner.py:165-168: += [20] only
+    assert r("0.4.9", H100, max_running_requests=20).cuda_graph_bs == (1, 2, 4, 8, 16, 20)
+
+
 def test_0_4_10_vlm_factor_replaces_the_flat_0_90() -> None:
     # 0.4.9 server_args.py:329: 0.874 * 0.90 = 0.7866; 0.4.10 :1946-1986 with a ViT-L-sized tower: 0.874 * 0.95 = 0.8303
     assert r("0.4.9", H100, VLM).mem_fraction_static == pytest.approx(0.874 * 0.90)

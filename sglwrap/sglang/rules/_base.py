@@ -151,15 +151,19 @@ def vlm_factor(model: ModelTraits | None) -> float:
     return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
-def filter_capture(sizes: list[int], ctx: Ctx, max_bs: int | None, where: str) -> list[int]:
-    """Sorted unique batch sizes <= max_bs; also <= --max-running-requests when the user gave it.
-
-    The runner also drops sizes above ``req_to_token_pool.size`` (known only after the KV pool is sized), noted.
+def filter_capture(sizes: list[int], ctx: Ctx, max_bs: int | None, where: str, *,
+                   add_pool: tuple[int, ...] = (0,)) -> list[int]:
+    """Sorted unique batch sizes <= max_bs, then as the runner's ``get_batch_sizes_to_capture`` treats the request
+    pool: when the largest size exceeds it, the pool size (``add_pool`` offsets: (0,) from 0.4.9, (-1, 0) in
+    0.4.3-0.4.8, () before) is added and larger sizes dropped.  The pool size is taken as --max-running-requests
+    when the user gave it; otherwise it is known only at load (noted).
     """
     out = sorted({s for s in sizes if s > 0 and (max_bs is None or s <= max_bs)})
     mrr = ctx.given.get("max_running_requests")
-    if mrr is not None:
-        out = [s for s in out if s <= int(mrr)] or [int(mrr)]  # type: ignore[call-overload]
+    if mrr is not None and out and max(out) > int(mrr):  # type: ignore[call-overload]
+        pool = int(mrr)  # type: ignore[call-overload]
+        out = sorted({s for s in out if s <= pool} | {pool + d for d in add_pool if pool + d > 0})
+        ctx.note(f"cuda_graph_bs: request pool size taken as --max-running-requests {pool} ({where})")
     ctx.note(f"cuda_graph_bs: the runner also caps capture at req_to_token_pool.size, known only at load ({where})")
     return out
 

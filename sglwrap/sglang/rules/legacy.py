@@ -71,7 +71,7 @@ def resolve_0_2_15(ctx: Ctx) -> None:
         sizes = [1, 2, 4] + [i * 8 for i in range(1, 21)]
     if ctx.has("cuda_graph_max_bs"):
         ctx.note("--cuda-graph-max-bs does not exist before 0.3.x; the capture list is fixed (model_runner.py:499-502)")
-    _decode(ctx, on, max(sizes), filter_capture(sizes, ctx, None, "cuda_graph_runner.py:164-170"),
+    _decode(ctx, on, max(sizes), sizes,
             "model_runner.py:493-502")
     _no_prefill_graph(ctx, "model_runner.py:485-511")
     ctx.put("max_running_requests", ctx.given.get("max_running_requests"),
@@ -118,7 +118,7 @@ def resolve_0_3_6(ctx: Ctx) -> None:
     sizes = [1, 2, 4] + [i * 8 for i in range(1, 21)]
     if ctx.flag("disable_cuda_graph_padding"):
         sizes = list(range(1, 32)) + [64, 128]
-    capture = filter_capture(sizes, ctx, max_bs, "cuda_graph_runner.py:124-129")
+    capture = filter_capture(sizes, ctx, max_bs, "cuda_graph_runner.py:124-129", add_pool=())
     ctx.put("decode_cuda_graph", on, ctx.cite("cuda_graph_runner.py:119-129"))
     ctx.put("cuda_graph_max_bs", max_bs if on else 0, bs_src)
     ctx.put("cuda_graph_bs", tuple(capture) if on else (), ctx.cite("cuda_graph_runner.py:119-129"))
@@ -168,7 +168,7 @@ def _resolve_0_4_early(ctx: Ctx, *, r043: bool) -> None:
     else:
         sizes = [1, 2, 4] + [i * 8 for i in range(1, 21)]
     where = "cuda_graph_runner.py:109-135" if r043 else "cuda_graph_runner.py:128-138"
-    capture = filter_capture(sizes, ctx, max_bs, where)
+    capture = filter_capture(sizes, ctx, max_bs, where, add_pool=(-1, 0) if r043 else ())
     ctx.put("decode_cuda_graph", on, ctx.cite(where))
     ctx.values["cuda_graph_max_bs"] = max_bs if on else 0
     ctx.put("cuda_graph_bs", tuple(capture) if on else (), ctx.cite(where))
@@ -231,7 +231,7 @@ def resolve_0_4_6(ctx: Ctx) -> None:
             sizes = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 161, 16))
         if gpu_mem is not None and gpu_mem > 81920 and ctx.dp == 1:
             sizes += list(range(160, 257, 8))
-    capture = filter_capture(sizes, ctx, max_bs, "cuda_graph_runner.py:142-153")
+    capture = filter_capture(sizes, ctx, max_bs, "cuda_graph_runner.py:142-153", add_pool=(-1, 0))
     on = decode_graph_flags(ctx, torch_native_disables=True, per_phase_flags=False, where="server_args.py:279-283")
     where = "cuda_graph_runner.py:119-155"
     ctx.put("decode_cuda_graph", on, ctx.cite(where))

@@ -113,11 +113,12 @@ def test_memory_corpus_no_working_launch_exits_nonzero(case: dict[str, Any]) -> 
 
 
 def test_memory_corpus_from_scratch_kv_tokens(capsys: pytest.CaptureFixture[str]) -> None:
-    """From scratch: the KV token count against the log. Reached on this corpus: 2 of 4 within 5% (07 Llama-70B
-    geometry on 8x H200 -0.2%, 14 Qwen3-235B-FP8 on 4x H100 -0.8%); 01 QwQ-32B on 4x L4 is -12.8% (P 0.55 GiB low:
-    the L4's own overhead and NCCL are below the family fits) and 08 on B200 +14.9% (the release's default
-    --mem-fraction-static, which this launch did not pass, differs from 0.5.23's rule). The issue's target (90%
-    within 5%) is not met."""
+    """From scratch: the KV token count against the log, for every working launch with a catalogued GPU, its
+    arguments and an uncapped pool (12 launches). Reached: 11 of 12 within 5% (91.7%): 01 QwQ-32B 4x L4 +1.7%,
+    07 Llama-70B geometry 8x H200 +0.2%, 14 Qwen3-235B-FP8 4x H100 -0.1%, the five SGLang docs-CI H100 runs
+    (0.3.4-0.4.2) within 1%, 34 Qwen3-14B 4x RTX 4090 -2.3%, 35 Qwen3-0.6B RTX 5080 -2.8%, 36 R1-Distill-7B on
+    a WSL RTX 3090 +1.9%. The miss: 08 on a B200 +15.1%, whose excerpt shows no server_args: the pool implies a
+    fraction near 0.77 where the release's default is 0.857 (the launch may have set it; the log does not say)."""
     rows = []
     for c in _working():
         kv = c["truth"].get("kv_tokens")
@@ -131,7 +132,9 @@ def test_memory_corpus_from_scratch_kv_tokens(capsys: pytest.CaptureFixture[str]
             print(f"\n  {cid}: {err:+.1%} (± {pm:.1%})", end="")
         print()
     within = [cid for cid, err, _, _ in rows if abs(err) <= 0.05]
-    assert len(rows) == 4 and len(within) == 2, rows
+    assert len(rows) == 12 and len(within) == 11, rows
+    assert len(within) / len(rows) >= 0.9  # the issue's target
+    assert [cid for cid, *_ in rows if cid not in within] == ["08_qwen2.5-7b-geometry_1xB200_ok"]
     # where the launch gave --mem-fraction-static (no release default involved), the log lies inside the ± band
     for cid, err, pm, given_f in rows:
         if given_f:

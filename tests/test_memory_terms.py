@@ -124,7 +124,7 @@ def test_json_carries_the_uncertainty_and_the_sources(capsys: pytest.CaptureFixt
     main(["memory", "--json", "--assume", "2xH200", "--", "--model-path", "Qwen3-8B", "--tp-size", "2"])
     doc = json.loads(capsys.readouterr().out)
     assert doc["uncertainty"]["pre_weights_free"] > 0 and doc["uncertainty"]["kv_tokens"] > 0
-    assert doc["term_sources"]["overhead"].startswith("fit: hopper")
+    assert doc["term_sources"]["overhead"].startswith("fit: ") and "140.4 GiB" in doc["term_sources"]["overhead"]
     assert doc["terms"]["overhead_before_nccl"] > 0
 
 

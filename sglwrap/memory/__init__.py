@@ -267,7 +267,8 @@ def _terms(facts: HostFacts, interconnect: str, shape: ModelShape, args: ServerA
     graphs = fits.decode_graphs(n_sizes)
     params_based = weights.source.startswith("params")
     return Terms(
-        overhead=fits.overhead(cc), nccl_init=fits.nccl_fixed(interconnect), decode_graphs=graphs,
+        overhead=fits.overhead(cc, min(g.memory_total_bytes for g in facts.gpus) if facts.gpus else None,
+                              facts.gpus[0].name if facts.gpus else None), nccl_init=fits.nccl_fixed(interconnect), decode_graphs=graphs,
         weights_extra=fits.weights_extra(), weights_rel_pm=_weights_rel_pm(shape, params_based),
         draft_weights=draft.weights if draft else fits.exact(0, "no draft model"),
         draft_in_weights=version is None or _vkey(version) >= (0, 5, 14),

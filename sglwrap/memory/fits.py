@@ -53,9 +53,24 @@ def _gib(v: float) -> int:
     return int(float(v) * GIB)
 
 
-def overhead(compute_capability: tuple[int, int] | None) -> Term:
-    """Memory used before NCCL on an idle GPU (driver reserve + CUDA context + torch), per GPU family."""
+def overhead(compute_capability: tuple[int, int] | None, total_bytes: int | None = None,
+             gpu_name: str | None = None) -> Term:
+    """Memory used before NCCL on an idle GPU (driver reserve + CUDA context + torch): the line over the card's
+    memory when its size is known (a GeForce card's ± also covers a desktop's share), else the family's mean."""
+    from sglwrap.memory.fitting import is_geforce
+
     table = load()["overhead"]
+    line = table.get("by_memory")
+    if line and total_bytes:
+        gib = total_bytes / GIB
+        value = line["intercept_gib"] + line["per_gib"] * gib
+        geforce = is_geforce(gpu_name)
+        extra = float(line.get("geforce_extra_gib", 0.0)) if geforce else 0.0
+        pm = line["pm_gib_geforce"] if geforce else line["pm_gib"]
+        label = f" + GeForce {extra:.3f} (desktop/WSL share, mean of the GeForce cases)" if geforce else ""
+        return Term(_gib(value + extra), _gib(pm),
+                    f"fit: {line['intercept_gib']:.3f} + {line['per_gib']:.4f} x {gib:.1f} GiB{label}, "
+                    f"{len(line['cases'])} case(s)")
     fam = family(compute_capability)
     entry = table.get(fam) or table["default"]
     label = fam if fam in table else f"default (no case for {fam})"

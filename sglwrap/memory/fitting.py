@@ -8,7 +8,9 @@ file at run time; nothing here runs when sglwrap plans.
 Terms (all GiB per rank):
 
 - ``overhead``: memory used before NCCL on an otherwise idle GPU (driver reserve + CUDA context + torch):
-  ``total - avail_before_weights - init_dist_mem``, per GPU family (compute capability).
+  ``total - avail_before_weights - init_dist_mem``, per GPU family (compute capability), and ``by_memory``: a
+  line ``a + b x total GiB`` over the data-centre/workstation cards (the driver's reserve grows with the card);
+  GeForce cards add the mean of their residuals (a desktop or WSL may hold memory too), with their own ±.
 - ``nccl_fixed``: what NCCL/torch distributed init costs beyond the channel buffers the model of
   ``sglwrap.memory.nccl`` computes for the default environment, per transport (NVLink/NVSwitch vs PCIe).
 - ``decode_graph``: the logged "Capture cuda graph end ... mem usage" as ``c0 + c1 x captured batch sizes``.
@@ -105,7 +107,46 @@ def fit_overhead(cases: list[dict[str, Any]], repo: Path) -> dict[str, Any]:
         pm = _spread(vals, mean, FLOOR["overhead"]) if len(vals) > 1 else all_pm
         out[fam] = {"gib": round(mean, 3), "pm_gib": pm, "cases": [{"id": i, "gib": v} for i, v in pts]}
     out["default"] = {"gib": round(mean_all, 3), "pm_gib": all_pm, "cases": "every case above"}
+    out["by_memory"] = _overhead_by_memory(cases, repo)
     return out
+
+
+def is_geforce(name: str | None) -> bool:
+    """A consumer (GeForce) card: it may drive a desktop, whose memory the log cannot separate from the overhead."""
+    return bool(name) and "GEFORCE" in str(name).upper()
+
+
+def _overhead_by_memory(cases: list[dict[str, Any]], repo: Path) -> dict[str, Any]:
+    """Least squares of the overhead on the card's total GiB over non-GeForce cards; GeForce residuals kept apart."""
+    pts: list[tuple[str, float, float, bool]] = []
+    for c in cases:
+        gpu, truth = _gpu(c), c.get("truth") or {}
+        p = _p_before(truth)
+        init = truth.get("init_dist_mem_gb")
+        count = (c.get("gpu") or {}).get("count") or 1
+        if gpu is None or p is None or (init is None and count > 1):
+            continue
+        total = gpu.memory_mib / 1024
+        pts.append((c["id"], round(total, 3), round(total - p - float(init or 0.0), 3), is_geforce(gpu.nvml_name)))
+    probe = repo / H200_PROBE
+    if probe.is_file():
+        d = json.loads(probe.read_text(encoding="utf-8"))
+        total = d["smi_before"]["total_mib"] / 1024
+        pts.append((f"{H200_PROBE} (1x H200 measured)", round(total, 3),
+                    round(total - d["free_after_first_tensor_mib"] / 1024, 3), False))
+    dc = [(x, y) for _, x, y, g in pts if not g]
+    mx, my = sum(x for x, _ in dc) / len(dc), sum(y for _, y in dc) / len(dc)
+    slope = sum((x - mx) * (y - my) for x, y in dc) / max(1e-9, sum((x - mx) ** 2 for x, _ in dc))
+    a = my - slope * mx
+    rows = [{"id": i, "total_gib": x, "gib": y, "residual_gib": round(y - (a + slope * x), 3), "geforce": g}
+            for i, x, y, g in pts]
+    dc_res = [abs(r["residual_gib"]) for r in rows if not r["geforce"]]
+    gf = [r["residual_gib"] for r in rows if r["geforce"]]
+    extra = sum(gf) / len(gf) if gf else 0.0
+    return {"intercept_gib": round(a, 4), "per_gib": round(slope, 5),
+            "pm_gib": round(max([FLOOR["overhead"]] + dc_res), 3),
+            "geforce_extra_gib": round(extra, 3),
+            "pm_gib_geforce": round(max([FLOOR["overhead"]] + [abs(r - extra) for r in gf]), 3), "cases": rows}
 
 
 def fit_nccl(cases: list[dict[str, Any]]) -> dict[str, Any]:

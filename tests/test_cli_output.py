@@ -209,3 +209,35 @@ def test_releases_before_serve_keep_launch_server() -> None:
     res = run_sglwrap("launch", "--dry-run", "--json", "--assume", "2xH200", "--assume-stack", "sglang=0.5.9", "--",
                       "--model-path", "m")
     assert json.loads(res.stdout)["argv"][1:3] == ["-m", "sglang.launch_server"]
+
+
+def test_a_blocked_launch_suggests_preflight_and_force_and_both_do_what_it_says() -> None:
+    args = ["--assume", "8xRTX-PRO-6000", "--assume-stack", STORY, "--", "--model-path", "Qwen3-8B", "--tp-size", "8",
+            "--enable-symm-mem"]
+    res = run_sglwrap("launch", "--dry-run", *args)
+    assert res.returncode == 78 and "symm-mem" in res.stderr
+    assert "`sglwrap preflight` shows every check" in res.stderr and "--force launches anyway" in res.stderr
+    pre = run_sglwrap("preflight", *args)
+    assert pre.returncode == 78
+    assert re.search(r"^symm-mem\s+BLOCK", pre.stdout, re.M) and re.search(r"^gpu-count\s+PASS", pre.stdout, re.M)
+    forced = run_sglwrap("launch", "--dry-run", "--force", *args)
+    assert forced.returncode == 0, forced.stderr
+
+
+def test_profile_did_you_mean_names_one_that_loads() -> None:
+    res = run_sglwrap("profiles", "show", "fewchn")
+    assert res.returncode == 78
+    m = re.search(r"Did you mean '([^']+)'", res.stderr)
+    assert m, res.stderr
+    assert run_sglwrap("profiles", "show", m.group(1)).returncode == 0
+
+
+def test_memory_without_a_gpu_suggests_an_assume_that_works() -> None:
+    res = run_sglwrap("memory", "--", "--model-path", "Qwen3-8B", "--tp-size", "2")
+    if res.returncode == 0:
+        pytest.skip("this machine has a GPU: nothing to suggest")
+    assert res.returncode == 64
+    m = re.search(r"e\.g\. (--assume \S+)", res.stderr)
+    assert m, res.stderr
+    ok = run_sglwrap("memory", *m.group(1).split(), "--", "--model-path", "Qwen3-8B", "--tp-size", "2")
+    assert ok.returncode in (0, 1) and "verdict:" in ok.stdout, ok.stderr

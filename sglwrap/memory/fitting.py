@@ -138,10 +138,11 @@ def _overhead_by_memory(cases: list[dict[str, Any]], repo: Path) -> dict[str, An
     mx, my = sum(x for x, _ in dc) / len(dc), sum(y for _, y in dc) / len(dc)
     slope = sum((x - mx) * (y - my) for x, y in dc) / max(1e-9, sum((x - mx) ** 2 for x, _ in dc))
     a = my - slope * mx
-    rows = [{"id": i, "total_gib": x, "gib": y, "residual_gib": round(y - (a + slope * x), 3), "geforce": g}
-            for i, x, y, g in pts]
-    dc_res = [abs(r["residual_gib"]) for r in rows if not r["geforce"]]
-    gf = [r["residual_gib"] for r in rows if r["geforce"]]
+    resid = [(i, x, y, round(y - (a + slope * x), 3), g) for i, x, y, g in pts]
+    rows: list[dict[str, Any]] = [{"id": i, "total_gib": x, "gib": y, "residual_gib": r, "geforce": g}
+                                  for i, x, y, r, g in resid]
+    dc_res = [abs(r) for _, _, _, r, g in resid if not g]
+    gf = [r for _, _, _, r, g in resid if g]
     extra = sum(gf) / len(gf) if gf else 0.0
     return {"intercept_gib": round(a, 4), "per_gib": round(slope, 5),
             "pm_gib": round(max([FLOOR["overhead"]] + dc_res), 3),

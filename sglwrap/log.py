@@ -21,7 +21,7 @@ def configure(*, verbose: bool = False, json_lines: bool | None = None) -> None:
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if json_lines
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty() and "NO_COLOR" not in os.environ)
+        else structlog.dev.ConsoleRenderer(colors=_colors())
     )
     structlog.configure(
         processors=[
@@ -34,6 +34,13 @@ def configure(*, verbose: bool = False, json_lines: bool | None = None) -> None:
         cache_logger_on_first_use=False,
     )
     _configured = True
+
+
+def _colors() -> bool:
+    """Colour in the readable log lines exactly where reports get it (``--color``, ``NO_COLOR``, a terminal)."""
+    from sglwrap.term import use_color
+
+    return use_color(sys.stderr)
 
 
 def get_logger(name: str = "sglwrap") -> Any:

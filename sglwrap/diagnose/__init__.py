@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from sglwrap.diagnose.cause import Finding, decide
 from sglwrap.diagnose.compare import (
@@ -16,10 +17,13 @@ from sglwrap.diagnose.compare import (
     manifest_vs_workers,
     worker_disagreements,
 )
-from sglwrap.diagnose.patterns import PREFIX_RE, parse_message, split_prefix
+from sglwrap.diagnose.patterns import Event, parse_message, split_line
 from sglwrap.diagnose.runs import group
 from sglwrap.diagnose.sources import Manifest, iter_lines, read_manifest
 from sglwrap.diagnose.timeline import NodeLog, RankMemory, TimelineBuilder, WorkerEnv
+
+CACHE_MAX: Final = 8192
+CACHE_LINE_MAX: Final = 512
 
 __all__ = ["Report", "diagnose", "diagnose_lines", "diagnose_runs"]
 
@@ -52,11 +56,19 @@ class Report:
 def diagnose_lines(node: str, lines: Iterable[str]) -> NodeLog:
     """Fold one node's log lines into a ``NodeLog``."""
     tl = TimelineBuilder(node)
+    cache: dict[tuple[str, str], list[Event]] = {}  # a restart loop prints the same messages again and again
     for line in lines:
-        tags, msg = split_prefix(line)
-        events = parse_message(tags, msg)
-        if events and (ts := PREFIX_RE.search(line, 0, 160)) is not None and ts.group("ts"):
-            tl.stamp(ts.group("ts"))
+        tags, msg, ts = split_line(line)
+        key = (tags, msg)
+        events = cache.get(key)
+        if events is None:
+            events = parse_message(tags, msg)
+            if len(cache) >= CACHE_MAX:
+                cache.clear()
+            if len(msg) <= CACHE_LINE_MAX:
+                cache[key] = events
+        if events and ts:
+            tl.stamp(ts)
         for ev in events:
             tl.feed(ev)
     return tl.result()

@@ -7,7 +7,7 @@ SGLang's log lines is GiB (``free / (1 << 30)``), so values are reported as GiB 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Final
 
 NUM: Final = r"(-?\d+(?:\.\d+)?)"
@@ -44,6 +44,13 @@ def _i(x: str | None) -> int | None:
     return None if x is None else int(x)
 
 
+def _word_before(text: str, end: int) -> str | None:
+    """The word that ends right before ``end`` (a pool's label: "SWAKVPool", "draft KV Cache"), if any."""
+    head = text[max(0, end - 64):end].rstrip()
+    word = head.rsplit(" ", 1)[-1] if head else ""
+    return word or None
+
+
 # --- memory timeline --------------------------------------------------------------------------------------
 # "Init torch distributed ends. mem usage=0.13 GB" (SG-0.4.3.post4 model_runner.py:314) and
 # "Init torch distributed ends. elapsed=1.2 s, mem usage=…" (SG-0.5.9 model_runner.py:850);
@@ -66,7 +73,7 @@ LOAD_END_RE: Final = re.compile(
 # ("{label} KV Cache is allocated"/"VA upper bound", SG-0.5.23 mem_cache/memory_pool.py:2087-2098);
 # 0.4.1-era "KV Cache is allocated. K size: a GB, V size: b GB." has no #tokens (log 22).
 KV_ALLOC_RE: Final = re.compile(
-    r"(?:(?P<label>[\w-]+) )?KV Cache (?:is allocated|VA upper bound)\.(?: dtype: (?P<dtype>\S+?),)?"
+    r"KV Cache (?:is allocated|VA upper bound)\.(?: dtype: (?P<dtype>\S+?),)?"
     r"(?: #tokens: (?P<tokens>-?\d+),)? (?:K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|KV size: (?P<kv>[\d.]+) GB)"
 )
 # "Post-capture KV sizing: KV cache allocated. dtype: D, #tokens: N, KV size: X GB, avail mem=Y GB"
@@ -78,7 +85,7 @@ POST_CAPTURE_KV_RE: Final = re.compile(
 # A hybrid pool's total: "SWAKVPool mem usage: X GB, swa size: N, full size: M" (SG-0.5.4 swa_memory_pool.py:97),
 # "SWAKVPool VA upper bound: X GB, …" (SG-0.5.18); its sub-pools log their own "KV Cache is allocated" before it.
 POOL_TOTAL_RE: Final = re.compile(
-    r"(?P<pool>\w+Pool) (?:mem usage|VA upper bound): (?P<size>[\d.]+) ?GB(?:, swa size: (?P<swa>\d+), full size: (?P<full>\d+))?"
+    r"Pool (?:mem usage|VA upper bound): (?P<size>[\d.]+) ?GB(?:, swa size: (?P<swa>\d+), full size: (?P<full>\d+))?"
 )
 # "Mamba Cache is allocated. [max_mamba_cache_size: N, ]conv_state size: X GB, ssm_state size: Y GB[ intermediate_…
 # size: Z GB …]" (SG-0.5.2 … SG-0.5.23 mem_cache/memory_pool.py:984)
@@ -136,7 +143,7 @@ NO_KV_RE: Final = re.compile(
 # torch: "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which
 # 1.06 GiB is free. Including non-PyTorch memory, this process has 78.12 GiB memory in use. Of the allocated
 # memory 75.2 GiB is allocated by PyTorch, and 1.4 GiB is reserved by PyTorch but unallocated."
-TORCH_OOM_RE: Final = re.compile(r"(?:CUDA|HIP)? ?out of memory|OutOfMemoryError|ncclUnhandledCudaError|Failed to CUDA calloc")
+TORCH_OOM_RE: Final = re.compile(r"out of memory|OutOfMemoryError|ncclUnhandledCudaError|Failed to CUDA calloc")
 TRIED_RE: Final = re.compile(r"Tried to allocate " + NUM + r" (GiB|MiB|KiB|B)")
 TOTAL_FREE_RE: Final = re.compile(
     r"GPU (\d+) has a total capacit(?:y|ies) of " + NUM + r" (GiB|MiB) of which " + NUM + r" (GiB|MiB|KiB|B) is free"
@@ -167,7 +174,7 @@ CRASH_RE: Final = re.compile(
     r"|Exception in ModelTpServer|Traceback \(most recent call last\)"
 )
 # A message "talks about memory": never report it as "not a memory error".
-MEMORY_TALK_RE: Final = re.compile(r"memory|\bOOM\b|out of resource|\balloc|\bMemory", re.I)
+MEMORY_TALK_RE: Final = re.compile(r"[Mm][Ee][Mm][Oo][Rr][Yy]|\bOOM\b|out of resource|\b[Aa]lloc")
 # sglang.bench_one_batch / bench_latency / bench_offline_throughput / bench_serving end lines: the run completed
 # (SG-0.3.6 bench_one_batch.py, SG-0.5.23 benchmark/one_batch.py:820-885, bench_serving.py "Serving Benchmark
 # Result", bench_offline_throughput.py "Offline Throughput Benchmark Result").
@@ -175,32 +182,16 @@ BENCH_DONE_RE: Final = re.compile(
     r"Prefill\. latency: |Decode\.\s+median latency: |Total\. latency: |(?:Serving|Offline Throughput) Benchmark Result"
     r"|Benchmark duration \(s\):"
 )
-WARMUP_RE: Final = re.compile(r"warmup", re.I)
+WARMUP_RE: Final = re.compile(r"[Ww]armup|WARMUP")
+CRASH_GATES: Final = ("exception", "Initialization failed", "sigquit", "is dead", "Killed", "Traceback",
+                      "ModelTpServer")
 
 # --- context -----------------------------------------------------------------------------------------------
 # 0.2–0.5.x: "server_args=ServerArgs(model_path=…, mem_fraction_static=0.85, …)";
 # 0.5.23: "server_args={'model_path': …}" (SG-0.5.23 entrypoints/engine.py:311)
 SERVER_ARGS_RE: Final = re.compile(r"server_args=")
-ARG_RES: Final = {
-    "mem_fraction_static": re.compile(r"['\"]?\bmem_fraction_static['\"]?\s*[:=]\s*([\d.]+)"),
-    "tp_size": re.compile(r"['\"]?\btp_size['\"]?\s*[:=]\s*(\d+)"),
-    "cuda_graph_max_bs": re.compile(r"['\"]?\bcuda_graph_max_bs(?:_decode)?['\"]?\s*[:=]\s*(\d+)"),
-    "chunked_prefill_size": re.compile(r"['\"]?\bchunked_prefill_size['\"]?\s*[:=]\s*(\d+)"),
-    "disable_cuda_graph": re.compile(r"['\"]?\bdisable_cuda_graph['\"]?\s*[:=]\s*(True|False|true|false)"),
-    "pp_size": re.compile(r"['\"]?\bpp_size['\"]?\s*[:=]\s*(\d+)"),
-    "dp_size": re.compile(r"['\"]?\bdp_size['\"]?\s*[:=]\s*(\d+)"),
-    "context_length": re.compile(r"['\"]?\bcontext_length['\"]?\s*[:=]\s*(\d+)"),
-    "page_size": re.compile(r"['\"]?\bpage_size['\"]?\s*[:=]\s*(\d+)"),
-    "nnodes": re.compile(r"['\"]?\bnnodes['\"]?\s*[:=]\s*(\d+)"),
-    "node_rank": re.compile(r"['\"]?\bnode_rank['\"]?\s*[:=]\s*(\d+)"),
-}
-# String-valued server args the memory re-plan needs (sglwrap.diagnose.replan).
-STR_ARG_RES: Final = {
-    key: re.compile(r"['\"]?\b" + key + r"['\"]?\s*[:=]\s*['\"]([^'\"]+)['\"]")
-    for key in ("model_path", "kv_cache_dtype", "dtype", "quantization", "speculative_algorithm", "dist_init_addr")
-}
 VERSION_RE: Final = re.compile(
-    r"(?:\bsglang(?:==| version:? | v)|lmsysorg/sglang:v|SGLang v?)(\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?)", re.I
+    r"(?:\b[sS][gG][lL][aA][nN][gG](?:==| [vV]ersion:? | [vV]|:[vV])|\bSGLang )(\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?)"
 )
 WORKER_ENV_RE: Final = re.compile(r"\{.*?\"sglwrap\"\s*:\s*\"worker-env\".*\}")
 
@@ -234,13 +225,19 @@ LEAD_RE: Final = re.compile(
 
 def split_prefix(line: str) -> tuple[str, str]:
     """Return (rank label, message) for one physical log line; the label is "" when the line has no tag."""
-    m = PREFIX_RE.search(line, 0, 160)
+    tags, msg, _ts = split_line(line)
+    return tags, msg
+
+
+def split_line(line: str) -> tuple[str, str, str | None]:
+    """(rank label, message, timestamp of the SGLang prefix or None) of one physical log line."""
+    m = PREFIX_RE.search(line, 0, 160) if "[" in line[:160] else None
     if m is None:
         lead = LEAD_RE.match(line)
-        return "", line if lead is None else line[lead.end():]
+        return "", line if lead is None else line[lead.end():], None
     if m.group("gpu") is not None:
-        return f"gpu_id={m.group('gpu')}", line[m.end():]
-    return (m.group("tags") or "").strip(), line[m.end():]
+        return f"gpu_id={m.group('gpu')}", line[m.end():], None
+    return (m.group("tags") or "").strip(), line[m.end():], m.group("ts")
 
 
 def rank_number(label: str) -> int:
@@ -256,94 +253,138 @@ def rank_number(label: str) -> int:
 
 
 def parse_message(tags: str, msg: str) -> list[Event]:
-    """Every event one message carries (usually zero or one)."""
+    """Every event one message carries (usually zero or one).
+
+    Each regex is guarded by a literal substring test, so a line runs at most a couple of regexes.
+    """
     out: list[Event] = []
+    if "server_args=" in msg:  # the launch's arguments: long, and never a memory or outcome line
+        _parse_context(tags, msg, out)
+        return [e if e.text else Event(e.kind, e.tags, e.values, msg) for e in out]
     _parse_memory(tags, msg, out)
-    if not out:
+    if not out and OUTCOME_GATE_RE.search(msg) is not None:
         _parse_outcome(tags, msg, out)
-    _parse_context(tags, msg, out)
-    return [e if e.text else replace(e, text=msg) for e in out]
+    if "server_args" in msg or "glang" in msg or "GLang" in msg or "GLANG" in msg or "worker-env" in msg:
+        _parse_context(tags, msg, out)
+    return [e if e.text else Event(e.kind, e.tags, e.values, msg) for e in out]
+
+
+# Literals one of which every outcome line holds (checked before any outcome regex runs).
+OUTCOME_GATES: Final = (
+    "fired up", "Uvicorn", "startup complete", "emory", "rror", "xception", "OutOfResources", "nbalanced",
+    "SWA pool", "latency: ", "Benchmark", "Initialization failed", "sigquit", "is dead", "Killed", "Traceback",
+    "CUBLAS_", "calloc", "Interrupt", "graph failed",
+)
+OUTCOME_GATE_RE: Final = re.compile("|".join(re.escape(g) for g in OUTCOME_GATES))
 
 
 def _parse_memory(tags: str, msg: str, out: list[Event]) -> None:
-    if (m := LOAD_END_RE.search(msg)) is not None:
-        out.append(Event("load_end", tags, {"avail": float(m.group(2)), "usage": _f(m.group(3)), "type": m.group("type")}))
-    elif (m := LOAD_BEGIN_RE.search(msg)) is not None:
-        out.append(Event("load_begin", tags, {"avail": float(m.group(1))}))
-    elif (m := INIT_END_RE.search(msg)) is not None:
-        out.append(Event("init_end", tags, {"usage": float(m.group(1))}))
-    elif INIT_BEGIN_RE.search(msg) is not None:
-        out.append(Event("init_begin", tags))
-    elif (m := POST_CAPTURE_KV_RE.search(msg)) is not None:
-        out.append(Event("kv_post_capture", tags, {"tokens": int(m.group("tokens")), "kv": float(m.group("kv")),
-                                                   "avail": float(m.group("avail"))}))
-    elif (m := KV_ALLOC_RE.search(msg)) is not None:
-        k, v, kv = _f(m.group("k")), _f(m.group("v")), _f(m.group("kv"))
-        size = kv if kv is not None else (k or 0.0) + (v or 0.0)
-        tokens = None if m.group("tokens") is None else int(m.group("tokens"))
-        out.append(Event("kv_alloc", tags, {"tokens": tokens, "k": k, "v": v, "size": size, "label": m.group("label")}))
-    elif (m := POOL_TOTAL_RE.search(msg)) is not None:
-        out.append(Event("pool_total", tags, {"size": float(m.group("size")), "pool": m.group("pool"),
+    if "Load weight " in msg:
+        if (m := LOAD_END_RE.search(msg)) is not None:
+            out.append(Event("load_end", tags, {"avail": float(m.group(2)), "usage": _f(m.group(3)),
+                                                "type": m.group("type")}))
+            return
+        if (m := LOAD_BEGIN_RE.search(msg)) is not None:
+            out.append(Event("load_begin", tags, {"avail": float(m.group(1))}))
+            return
+    if "Init " in msg or "Memory baseline" in msg:
+        if (m := INIT_END_RE.search(msg)) is not None:
+            out.append(Event("init_end", tags, {"usage": float(m.group(1))}))
+            return
+        if INIT_BEGIN_RE.search(msg) is not None:
+            out.append(Event("init_begin", tags))
+            return
+    if "KV" in msg:
+        if "Post-capture" in msg and (m := POST_CAPTURE_KV_RE.search(msg)) is not None:
+            out.append(Event("kv_post_capture", tags, {"tokens": int(m.group("tokens")), "kv": float(m.group("kv")),
+                                                       "avail": float(m.group("avail"))}))
+            return
+        if "KV Cache " in msg and (m := KV_ALLOC_RE.search(msg)) is not None:
+            k, v, kv = _f(m.group("k")), _f(m.group("v")), _f(m.group("kv"))
+            size = kv if kv is not None else (k or 0.0) + (v or 0.0)
+            tokens = None if m.group("tokens") is None else int(m.group("tokens"))
+            out.append(Event("kv_alloc", tags, {"tokens": tokens, "k": k, "v": v, "size": size,
+                                                "label": _word_before(msg, m.start())}))
+            return
+    if "Pool " in msg and (m := POOL_TOTAL_RE.search(msg)) is not None:
+        out.append(Event("pool_total", tags, {"size": float(m.group("size")), "pool": _word_before(msg, m.start() + 4),
                                               "swa_tokens": _i(m.group("swa")), "full_tokens": _i(m.group("full"))}))
-    elif (m := MAMBA_RE.search(msg)) is not None:
+        return
+    if "Mamba Cache" in msg and (m := MAMBA_RE.search(msg)) is not None:
         sizes = [float(x) for x in GB_FIELD_RE.findall(m.group("rest"))]
         out.append(Event("mamba_alloc", tags, {"size": round(sum(sizes), 2), "slots": _i(m.group("n"))}))
-    elif (m := POOL_END_RE.search(msg)) is not None:
+        return
+    if "Memory pool end" in msg and (m := POOL_END_RE.search(msg)) is not None:
         out.append(Event("pool_end", tags, {"avail": float(m.group(1))}))
-    elif (m := SWA_RE.search(msg)) is not None:
+        return
+    if "sliding window" in msg and (m := SWA_RE.search(msg)) is not None:
         out.append(Event("swa", tags, {"tokens": int(m.group(1))}))
-    elif (m := CAPTURE_BEGIN_RE.search(msg)) is not None:
-        out.append(Event("capture_begin", tags, {"avail": _f(m.group("avail")), "name": m.group("name").strip()}))
-    elif (m := CAPTURE_END_RE.search(msg)) is not None:
-        rest = m.group("rest")
-        u, a, b = MEM_USAGE_RE.search(rest), AVAIL_RE.search(rest), BS_LIST_RE.search(rest)
-        out.append(Event("capture_end", tags, {
-            "usage": None if u is None else float(u.group(1)), "avail": None if a is None else float(a.group(1)),
-            "bs_count": None if b is None else len([x for x in b.group(1).split(",") if x.strip()]),
-        }))
-    elif (m := BS_LIST_RE.search(msg)) is not None and "Capture cuda graph bs" in msg:
-        out.append(Event("capture_bs", tags, {"count": len([x for x in m.group(1).split(",") if x.strip()])}))
-    elif (m := PROFILED_RE.search(msg)) is not None:
+        return
+    if "Capture" in msg:
+        if (m := CAPTURE_BEGIN_RE.search(msg)) is not None:
+            out.append(Event("capture_begin", tags, {"avail": _f(m.group("avail")),
+                                                     "name": m.group("name").strip()}))
+            return
+        if (m := CAPTURE_END_RE.search(msg)) is not None:
+            rest = m.group("rest")
+            u, a, b = MEM_USAGE_RE.search(rest), AVAIL_RE.search(rest), BS_LIST_RE.search(rest)
+            out.append(Event("capture_end", tags, {
+                "usage": None if u is None else float(u.group(1)), "avail": None if a is None else float(a.group(1)),
+                "bs_count": None if b is None else len([x for x in b.group(1).split(",") if x.strip()]),
+            }))
+            return
+        if "Capture cuda graph bs" in msg and (m := BS_LIST_RE.search(msg)) is not None:
+            out.append(Event("capture_bs", tags, {"count": len([x for x in m.group(1).split(",") if x.strip()])}))
+            return
+    if "profiled value" in msg and (m := PROFILED_RE.search(msg)) is not None:
         out.append(Event("profiled", tags, {"requested": int(m.group(1)), "profiled": int(m.group(2))}))
-    elif (m := MAX_TOTAL_RE.search(msg)) is not None and "self.max_total_num_tokens" not in msg:
+        return
+    if ("max_total_num_tokens=" in msg and "self.max_total_num_tokens" not in msg
+            and (m := MAX_TOTAL_RE.search(msg)) is not None):
         vals: dict[str, object] = {"tokens": int(m.group(1))}
         for key, val in KV_NUM_RE.findall(msg):
             vals[key] = float(val) if key == "available_gpu_mem" else int(float(val))
         out.append(Event("max_total", tags, vals))
-    elif (m := TQDM_RE.search(msg)) is not None and not tags:
+        return
+    if not tags and "%|" in msg and (m := TQDM_RE.search(msg)) is not None:
         out.append(Event("tqdm", tags, {"done": int(m.group(2)), "total": int(m.group(3))}))
 
 
 def _parse_outcome(tags: str, msg: str, out: list[Event]) -> None:
     text = msg.strip()
-    if UP_RE.search(text):
+    if ("fired up" in text or "Uvicorn" in text or "startup complete" in text) and UP_RE.search(text):
         out.append(Event("up", tags, text=text))
-    elif (m := NO_KV_RE.search(text)) is not None:
+    elif "Loaded weights" in text and (m := NO_KV_RE.search(text)) is not None:
         out.append(Event("error", tags, {"kind": "no_kv", "f": _f(m.group(1)), "raise_above": _f(m.group(2))},
                          text=_tail(text, m.start())))
-    elif (m := NOT_ENOUGH_RE.search(text)) is not None:
+    elif "Not enough memory" in text and (m := NOT_ENOUGH_RE.search(text)) is not None:
         out.append(Event("error", tags, {"kind": "not_enough", "f": _f(m.group(1))}, text=_tail(text, m.start())))
-    elif CAPTURE_FAILED_RE.search(text) is not None:
+    elif "graph failed" in text and CAPTURE_FAILED_RE.search(text) is not None:
         out.append(Event("error", tags, {"kind": "capture_failed", "oom": TORCH_OOM_RE.search(text) is not None,
                                          **_torch_oom_numbers(text)},
                          text=text))
-    elif TORCH_OOM_RE.search(text) is not None and ("Error" in text or "out of memory" in text or "calloc" in text):
+    elif (("out of memory" in text or "OutOfMemory" in text or "calloc" in text or "ncclUnhandled" in text)
+          and TORCH_OOM_RE.search(text) is not None
+          and ("Error" in text or "out of memory" in text or "calloc" in text)):
         out.append(Event("error", tags, {"kind": "torch_oom", **_torch_oom_numbers(text)}, text=text))
-    elif OTHER_MEM_RE.search(text) is not None:
+    elif ("SWA pool" in text or "for hybrid" in text) and OTHER_MEM_RE.search(text) is not None:
         out.append(Event("error", tags, {"kind": "budget_other"}, text=text))
-    elif UNBALANCED_RE.search(text) is not None:
+    elif "unbalanced" in text and UNBALANCED_RE.search(text) is not None:
         out.append(Event("error", tags, {"kind": "unbalanced"}, text=text))
     elif (m := EXC_RE.match(text)) is not None:
         out.append(Event("error", tags, {"kind": "exception", "exc": m.group("exc"), "msg": m.group("msg") or "",
                                          "memory": MEMORY_TALK_RE.search(text) is not None,
                                          "warmup": WARMUP_RE.search(text) is not None}, text=text))
-    elif (m := CUDA_ERR_RE.search(text)) is not None:
+    elif (("rror" in text or "CUBLAS_" in text) and ("CUDA" in text or "cuda" in text or "HIP" in text
+                                                      or "NCCL" in text or "CUBLAS" in text or "cuDNN" in text
+                                                      or "CUDNN" in text)
+          and (m := CUDA_ERR_RE.search(text)) is not None):
         out.append(Event("error", tags, {"kind": "exception", "exc": "CUDA error", "msg": m.group(0),
                                          "memory": MEMORY_TALK_RE.search(text) is not None,
                                          "warmup": WARMUP_RE.search(text) is not None}, text=text))
-    elif BENCH_DONE_RE.search(text) is not None:
+    elif ("latency: " in text or "Benchmark" in text) and BENCH_DONE_RE.search(text) is not None:
         out.append(Event("bench_done", tags, text=text))
-    elif CRASH_RE.search(text) is not None:
+    elif any(g in text for g in CRASH_GATES) and CRASH_RE.search(text) is not None:
         out.append(Event("crash", tags, {"warmup": WARMUP_RE.search(text) is not None}, text=text))
 
 
@@ -370,18 +411,64 @@ def _torch_oom_numbers(text: str) -> dict[str, object]:
     return vals
 
 
+# "server_args=ServerArgs(k=v, …)" (0.2–0.5.x) or "server_args={'k': v, …}" (0.5.23): each key sglwrap reads is
+# found with str.find (the line is several KB) and its value read up to the next separator.
+NUM_ARGS: Final = ("mem_fraction_static", "tp_size", "chunked_prefill_size", "pp_size", "dp_size", "context_length",
+                   "page_size", "nnodes", "node_rank", "cuda_graph_max_bs", "cuda_graph_max_bs_decode")
+STR_ARGS: Final = ("model_path", "kv_cache_dtype", "dtype", "quantization", "speculative_algorithm", "dist_init_addr",
+                   "disable_cuda_graph")
+
+
+def _arg(msg: str, key: str) -> str | None:
+    """The raw value of ``key`` in a server-args line (quotes kept), or None."""
+    for sep in ("=", "': ", '": '):
+        pos = msg.find(key + sep)
+        while pos != -1:
+            start = pos - (1 if sep != "=" else 0)
+            if start > 0 and (msg[start - 1].isalnum() or msg[start - 1] in "_."):
+                pos = msg.find(key + sep, pos + 1)
+                continue
+            at = pos + len(key) + len(sep)
+            if at < len(msg) and msg[at] in "'\"":
+                close = msg.find(msg[at], at + 1)
+                return msg[at:close + 1] if close != -1 else None
+            end = at
+            while end < len(msg) and msg[end] not in ",)} ":
+                end += 1
+            return msg[at:end]
+    return None
+
+
+def server_args(msg: str) -> dict[str, object]:
+    """The server args sglwrap reads from one ``server_args=`` line."""
+    msg = msg[msg.find("server_args"):]
+    vals: dict[str, object] = {}
+    for key in NUM_ARGS:
+        raw = _arg(msg, key)
+        try:
+            vals[key] = float(raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            pass
+    if "cuda_graph_max_bs_decode" in vals:
+        vals["cuda_graph_max_bs"] = vals.pop("cuda_graph_max_bs_decode")
+    for key in STR_ARGS:
+        v = _arg(msg, key) or ""
+        if len(v) >= 2 and v[0] in "'\"" and v[-1] == v[0]:
+            vals[key] = v[1:-1]
+        elif key == "disable_cuda_graph" and v.lower() in ("true", "false"):
+            vals[key] = v.lower() == "true"
+    return vals
+
+
 def _parse_context(tags: str, msg: str, out: list[Event]) -> None:
-    if SERVER_ARGS_RE.search(msg) is not None:
-        vals: dict[str, object] = {}
-        for key, rx in ARG_RES.items():
-            if (m := rx.search(msg)) is not None:
-                raw = m.group(1)
-                vals[key] = raw.lower() == "true" if key == "disable_cuda_graph" else float(raw)
-        for key, rx in STR_ARG_RES.items():
-            if (m := rx.search(msg)) is not None:
-                vals[key] = m.group(1)
-        out.append(Event("server_args", tags, vals))
-    if (m := VERSION_RE.search(msg)) is not None:
+    if "server_args" in msg and SERVER_ARGS_RE.search(msg) is not None:
+        out.append(Event("server_args", tags, server_args(msg)))
+        return
+    if ("glang" in msg or "GLang" in msg or "GLANG" in msg) and (m := VERSION_RE.search(msg)) is not None:
         out.append(Event("version", tags, {"version": m.group(1)}))
-    if (m := WORKER_ENV_RE.search(msg)) is not None:
-        out.append(Event("worker_env", tags, {"json": m.group(0)}))
+    if "worker-env" in msg:
+        start, end = msg.find('{"sglwrap"'), msg.rfind("}")
+        if start != -1 and end > start:
+            out.append(Event("worker_env", tags, {"json": msg[start:end + 1]}))
+        elif (m := WORKER_ENV_RE.search(msg)) is not None:
+            out.append(Event("worker_env", tags, {"json": m.group(0)}))

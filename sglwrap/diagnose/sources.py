@@ -25,6 +25,10 @@ MANIFEST_MAX: Final = 1 << 20
 SNIFF: Final = 64 << 10  # bytes of the head checked for binary content
 MAX_CONT: Final = 3  # physical lines after an error line that may continue it
 QUOTE_RE: Final = re.compile(r"^(?:> ?)+")
+CONT_RE: Final = re.compile("|".join(re.escape(m.decode()) for m in CONT_MARKERS))
+KEYWORDS_STR: Final = tuple(k.decode() for k in KEYWORDS)
+KW_RE: Final = re.compile("|".join(re.escape(k) for k in KEYWORDS_STR))
+NOISE_STR: Final = tuple(n.decode() for n in NOISE)
 EXIT_UNREADABLE: Final = 2
 
 
@@ -147,7 +151,7 @@ def looks_binary(sample: bytes) -> bool:
     return ctrl + bad > 0.1 * len(text)
 
 
-def _candidate_lines(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[tuple[bool, bytes]]:
+def _candidate_lines(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[tuple[bool, str]]:
     """(adjacent to the previous yielded line, line) for every line that may carry a fact, in file order.
 
     ``seen[0]`` counts the non-blank bytes read; a binary head raises ``SglwrapError`` (exit 2).
@@ -189,42 +193,34 @@ def _candidate_lines(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[tupl
             yield base + i == last + 1, line
 
 
-def _hits(buf: bytes, end: int | None = None) -> Iterator[tuple[int, bytes]]:
-    """(line index, line) of the lines of buf[:end] that hold a keyword, plus the lines right after an error
+def _hits(buf: bytes, end: int | None = None) -> Iterator[tuple[int, str]]:
+    """(line index, decoded line) of the lines of buf[:end] that hold a keyword, plus the lines right after an error
     line (its possible continuation), in order, each once.
 
-    Known serving-noise lines (``NOISE``) are blanked first with one ``in`` test each, then each keyword is found
-    with ``bytes.find`` over the rest: no regex runs on a line before this.
+    The chunk is decoded once; known serving-noise lines (``NOISE``) are blanked with one ``in`` test each (no
+    regex runs on them), then each remaining line is searched once for the keywords (one alternation).
     """
     end = len(buf) if end is None else end
-    lines = buf[:end].split(b"\n")
-    if end and buf[end - 1 : end] == b"\n":
+    text = buf[:end].decode("utf-8", "replace")
+    if "\x1b" in text:
+        text = ANSI_RE.sub("", text)
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    lines = text.split("\n")
+    if text.endswith("\n"):
         lines.pop()
-    n1, n2, n3 = NOISE
-    kept = [b"" if (n1 in ln or n2 in ln or n3 in ln) else ln for ln in lines]
-    joined = b"\n".join(kept)
-    starts: set[int] = set()
-    for kw in KEYWORDS:
-        pos = joined.find(kw)
-        while pos != -1:
-            starts.add(joined.rfind(b"\n", 0, pos) + 1)
-            nl = joined.find(b"\n", pos)
-            if nl == -1:
-                break
-            pos = joined.find(kw, nl + 1)
-    index: set[int] = set()
-    line_no, at = 0, 0
-    for start in sorted(starts):
-        line_no += joined.count(b"\n", at, start)
-        at = start
-        index.add(line_no)
-        line = kept[line_no]
-        if line_no + 1 < len(kept) and any(m in line for m in CONT_MARKERS):
-            for j in range(line_no + 1, min(line_no + 1 + MAX_CONT, len(kept))):
+    n1, n2, n3 = NOISE_STR
+    kept = ["" if (n1 in ln or n2 in ln or n3 in ln) else ln for ln in lines]
+    search = KW_RE.search
+    hits = [i for i, ln in enumerate(kept) if ln and search(ln) is not None]
+    index: set[int] = set(hits)
+    for i in hits:
+        if i + 1 < len(kept) and CONT_RE.search(kept[i]) is not None:
+            for j in range(i + 1, min(i + 1 + MAX_CONT, len(kept))):
                 if not kept[j]:
                     break
                 index.add(j)
-    for i in sorted(index):
+    for i in sorted(index) if len(index) != len(hits) else hits:
         yield i, kept[i][:MAX_LINE]
 
 
@@ -245,9 +241,17 @@ _CONT_START_RE: Final = re.compile(
 MAX_JOINED: Final = 4096
 
 
+def _may_open(prev: str) -> bool:
+    """A cheap superset of ``_OPEN_RE``: literal tests only."""
+    return ("rror" in prev or "xception" in prev or "emory" in prev or "OutOfResources" in prev
+            or "Tried to" in prev or "Required:" in prev)
+
+
 def continues(prev: str, nxt: str) -> bool:
     """Whether ``nxt`` (the next physical line) is the rest of the message in ``prev``."""
-    if len(prev) > MAX_JOINED or not nxt.strip() or _OPEN_RE.search(prev) is None:
+    if nxt[:1] == "[" and nxt[1:2].isdigit():  # a new timestamped record (the common case, decided without a regex)
+        return False
+    if not _may_open(prev) or len(prev) > MAX_JOINED or not nxt.strip() or _OPEN_RE.search(prev) is None:
         return False
     if _NEW_RECORD_RE.match(nxt) is not None and not nxt.lstrip().startswith("--"):
         return False
@@ -273,15 +277,22 @@ def join_continuations(items: Iterable[tuple[bool, list[str]]]) -> Iterator[str]
         yield pending
 
 
-def _clean(raw: bytes) -> Iterator[str]:
-    text = raw.decode("utf-8", "replace").replace("\x00", "")
+def _clean(text: str) -> Iterator[str]:
+    if text[:1] not in "{>#" and "\r" not in text and "[20" not in text[1:] and "[gpu" not in text[1:]:
+        if text.strip():  # the common case: an ordinary line, nothing glued, quoted or wrapped in JSON
+            yield text.rstrip()
+        return
     if text.startswith("{") and '"MESSAGE"' in text:
         text = _journald_message(text)
-    if "\x1b" in text:
-        text = ANSI_RE.sub("", text)
+        if "\x1b" in text:
+            text = ANSI_RE.sub("", text)
     if text.startswith(">"):  # an e-mail/issue quote ("> " or "> > ")
         text = QUOTE_RE.sub("", text, count=1)
     if text.startswith("# "):  # a commentary line (fixtures, annotated excerpts), never SGLang output
+        return
+    if "\r" not in text and "[20" not in text[1:] and "[gpu" not in text[1:]:  # the common case: nothing glued
+        if text.strip():
+            yield text.rstrip()
         return
     for piece in text.split("\r"):
         if not piece.strip():

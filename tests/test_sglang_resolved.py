@@ -500,20 +500,24 @@ _PROBE = textwrap.dedent("""
     from sglang.srt.server_args import ServerArgs
     from sglang.srt.arg_groups.overrides import resolved_view
     out = []
-    for mem, kw in json.loads(sys.argv[2]):
+    for path, mem, kw in json.loads(sys.argv[1]):
         MEM["v"] = mem
-        sa = ServerArgs(model_path=sys.argv[1], device="cuda", **kw)
+        sa = ServerArgs(model_path=path, device="cuda", **kw)
         sa.resolve_once()
         rv = resolved_view(sa)
         cg = rv.cuda_graph_config
         out.append({"mfs": rv.mem_fraction_static, "cps": rv.chunked_prefill_size, "max_bs": cg.decode.max_bs,
-                    "bs": cg.decode.bs, "prefill_on": cg.prefill.backend != "disabled", "prefill_bs": cg.prefill.bs})
+                    "bs": cg.decode.bs, "decode_on": cg.decode.backend != "disabled",
+                    "prefill_on": cg.prefill.backend != "disabled", "prefill_bs": cg.prefill.bs})
     print("RESULT " + json.dumps(out))
 """)
 
-_DIFF_CASES: list[tuple[GpuInfo, dict[str, object]]] = [
-    (H100, {}), (RTX4090, {}), (H200, {"tp_size": 8}), (GpuInfo(49140, (8, 9)), {"max_running_requests": 16}),
-    (H100, {"chunked_prefill_size": 2048}), (B200, {}),
+DEEPSEEK_V3 = Path(__file__).resolve().parents[1] / "sglwrap" / "data" / "models" / "DeepSeek-V3"
+_DIFF_CASES: list[tuple[str, GpuInfo, dict[str, object]]] = [
+    ("llama", H100, {}), ("llama", RTX4090, {}), ("llama", H200, {"tp_size": 8}),
+    ("llama", GpuInfo(49140, (8, 9)), {"max_running_requests": 16}), ("llama", H100, {"chunked_prefill_size": 2048}),
+    ("llama", B200, {}), ("llama", GpuInfo(16376, (8, 9)), {}), ("llama", H100, {"disable_cuda_graph": True}),
+    ("mla", H100, {}), ("mla", H200, {"tp_size": 8}),
 ]
 
 
@@ -525,17 +529,21 @@ def test_0_5_23_equals_the_installed_sglang(tmp_path: Path) -> None:
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
         "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
         "vocab_size": 128256, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}))
-    cases = [[g.total_mib, kw] for g, kw in _DIFF_CASES]
-    proc = subprocess.run([sys.executable, "-c", _PROBE, str(model), json.dumps(cases)], capture_output=True,
+    paths = {"llama": str(model), "mla": str(DEEPSEEK_V3)}
+    cases = [[paths[m], g.total_mib, kw] for m, g, kw in _DIFF_CASES]
+    proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(cases)], capture_output=True,
                           text=True, timeout=600, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, proc.stderr[-3000:]
     real = json.loads(lines[-1][len("RESULT "):])
-    for (gpu, kw), theirs in zip(_DIFF_CASES, real, strict=True):
-        mine = resolve_server_args(kw, "0.5.23", gpu, LLAMA)
+    for (m, gpu, kw), theirs in zip(_DIFF_CASES, real, strict=True):
+        mine = resolve_server_args(kw, "0.5.23", gpu, LLAMA if m == "llama" else MLA)
         assert mine.mem_fraction_static == pytest.approx(theirs["mfs"]), (gpu, kw)
         assert mine.chunked_prefill_size == theirs["cps"], (gpu, kw)
-        assert mine.cuda_graph_max_bs == theirs["max_bs"], (gpu, kw)
-        assert list(mine.cuda_graph_bs) == theirs["bs"], (gpu, kw)
+        if mine.decode_cuda_graph:
+            assert mine.cuda_graph_max_bs == theirs["max_bs"], (gpu, kw)
+            assert list(mine.cuda_graph_bs) == theirs["bs"], (gpu, kw)
+        assert mine.decode_cuda_graph == theirs["decode_on"], (gpu, kw)
         assert mine.prefill_cuda_graph == theirs["prefill_on"], (gpu, kw)
-        assert list(mine.prefill_graph_sizes) == theirs["prefill_bs"], (gpu, kw)
+        if mine.prefill_cuda_graph:
+            assert list(mine.prefill_graph_sizes) == theirs["prefill_bs"], (gpu, kw)

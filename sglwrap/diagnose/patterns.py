@@ -12,12 +12,12 @@ from typing import Final
 
 NUM: Final = r"(-?\d+(?:\.\d+)?)"
 
-# Prefix of a line: "[2025-03-08 12:29:13 TP0]" / "[2025-07-02 07:41:58 DP0 TP0]" / "[... PP1 TP3 EP3]"
+# Prefix of a line: "[2025-03-08 12:29:13 TP0]", "[23:17:01 TP7]" (0.3.x, time only, sglang#1479) / "[2025-07-02 07:41:58 DP0 TP0]" / "[... PP1 TP3 EP3]"
 # (SG-0.5.23 utils/common.py:2630 format "[%(asctime)s{prefix}]", prefix built at managers/scheduler.py:6281-6291;
 # SG-0.3.6 utils.py:552), and the 2024 in-message forms "[gpu=0]" (SG-0.2.7 model_runner.py:133) and
 # "[gpu_id=0]" (sglang#744, mid-2024).
 PREFIX_RE: Final = re.compile(
-    r"\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<tags>(?: [A-Za-z_]+\d+)*)\] ?"
+    r"\[(?P<ts>(?:\d{4}-\d\d-\d\d[ T])?\d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<tags>(?: [A-Za-z_]+\d+)*)\] ?"
     r"|\[gpu(?:_id)?=(?P<gpu>\d+)\] ?"
 )
 TAG_RE: Final = re.compile(r"([A-Za-z_]+)(\d+)")
@@ -171,7 +171,7 @@ CUDA_ERR_RE: Final = re.compile(
 )
 CRASH_RE: Final = re.compile(
     r"\w+ hit an exception|Initialization failed|Received sigquit from a child|scheduler is dead|^Killed$"
-    r"|Exception in ModelTpServer|Traceback \(most recent call last\)"
+    r"|Exception in (?:ModelTpServer|run_tp_server|\w+):|Traceback \(most recent call last\)"
 )
 # A message "talks about memory": never report it as "not a memory error".
 MEMORY_TALK_RE: Final = re.compile(r"[Mm][Ee][Mm][Oo][Rr][Yy]|\bOOM\b|out of resource|\b[Aa]lloc")
@@ -183,8 +183,8 @@ BENCH_DONE_RE: Final = re.compile(
     r"|Benchmark duration \(s\):"
 )
 WARMUP_RE: Final = re.compile(r"[Ww]armup|WARMUP")
-CRASH_GATES: Final = ("exception", "Initialization failed", "sigquit", "is dead", "Killed", "Traceback",
-                      "ModelTpServer")
+CRASH_GATES: Final = ("exception", "Exception in", "Initialization failed", "sigquit", "is dead", "Killed",
+                      "Traceback")
 
 # --- context -----------------------------------------------------------------------------------------------
 # 0.2–0.5.x: "server_args=ServerArgs(model_path=…, mem_fraction_static=0.85, …)";

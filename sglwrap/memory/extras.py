@@ -192,10 +192,20 @@ def draft_model(shape: ModelShape, algorithm: str, draft_path: str | None, tp: i
 
 
 def draft_graphs(target_graphs: Term, algorithm: str) -> Term:
-    """Graphs the draft worker captures (draft decode, and draft extend for EAGLE): as large as the target's
-    decode graphs, ± all of it (no logged draft-capture memory in the corpus)."""
-    return Term(target_graphs.bytes, target_graphs.bytes + target_graphs.pm,
-                f"estimate: {algorithm} draft graphs ~ the target's decode graphs, unmeasured")
+    """What speculative decoding adds to the graphs: the target's verify graphs beyond plain decode graphs plus the
+    draft worker's captures, fitted on the logged target captures of speculative launches (``spec_graph`` in
+    fits.json); the draft worker's own captures are not logged there, so its share (as large again) is in the ±."""
+    from sglwrap.memory.fits import load
+
+    g = load().get("spec_graph") or {}
+    n = len(g.get("cases") or [])
+    if not n:
+        return Term(target_graphs.bytes, target_graphs.bytes + target_graphs.pm,
+                    f"estimate: {algorithm} draft graphs ~ the target's decode graphs, unmeasured")
+    extra = int(float(g["extra_gib"]) * GIB)
+    return Term(extra, int(float(g["pm_gib"]) * GIB) + extra,
+                f"fit: {algorithm} verify graphs +{g['extra_gib']:.2f} GiB over decode graphs ({n} cases); "
+                f"draft captures unmeasured (in the ±)")
 
 
 def deepep_buffers(shape: ModelShape, extra: Extra, ep: int, env: Mapping[str, str]) -> Term:

@@ -13,7 +13,9 @@ Terms (all GiB per rank):
   GeForce cards add the mean of their residuals (a desktop or WSL may hold memory too), with their own ±.
 - ``nccl_fixed``: what NCCL/torch distributed init costs beyond the channel buffers the model of
   ``sglwrap.memory.nccl`` computes for the default environment, per transport (NVLink/NVSwitch vs PCIe).
-- ``decode_graph``: the logged "Capture cuda graph end ... mem usage" as ``c0 + c1 x captured batch sizes``.
+- ``decode_graph``: the logged "Capture cuda graph end ... mem usage" as ``c0 + c1 x captured batch sizes``, on
+  launches without speculative decoding; ``spec_graph``: what the target's graphs of a speculative launch (verify
+  graphs, draft tokens per request > 1) hold beyond that line.
 - ``weights_extra``: what "Load weight end ... mem usage" holds beyond the weights computed from the config.
 """
 
@@ -181,7 +183,7 @@ def fit_decode_graph(cases: list[dict[str, Any]]) -> dict[str, Any]:
     for c in cases:
         truth = c.get("truth") or {}
         mem, n = truth.get("cuda_graph_mem_gb"), truth.get("cuda_graph_batch_sizes_count")
-        if mem is None:
+        if mem is None or is_speculative(c):
             continue
         if n is None or "unified" in str(c.get("gpu")) or "WSL" in str((c.get("gpu") or {}).get("name")):
             excluded.append({"id": c["id"], "why": "no batch-size list in the log, or WSL/unified memory "
@@ -198,6 +200,28 @@ def fit_decode_graph(cases: list[dict[str, Any]]) -> dict[str, Any]:
             "cases": [{"id": i, "sizes": n, "logged_gib": m, "residual_gib": round(r, 3)}
                       for (i, n, m), r in zip(pts, resid)],
             "excluded": excluded}
+
+
+def is_speculative(case: Mapping[str, Any]) -> bool:
+    """The launch ran speculative decoding (its logged server_args name an algorithm)."""
+    sa = str(case.get("server_args") or "")
+    return "speculative_algorithm='" in sa or "--speculative-algo" in sa
+
+
+def fit_spec_graph(cases: list[dict[str, Any]], decode: Mapping[str, Any]) -> dict[str, Any]:
+    """The target graphs of speculative launches beyond the decode-graph line for the same captured sizes."""
+    pts: list[tuple[str, int, float, float]] = []
+    for c in cases:
+        truth = c.get("truth") or {}
+        mem, n = truth.get("cuda_graph_mem_gb"), truth.get("cuda_graph_batch_sizes_count")
+        if mem is None or n is None or not is_speculative(c):
+            continue
+        line = decode["c0_gib"] + decode["per_size_gib"] * int(n)
+        pts.append((c["id"], int(n), float(mem), round(float(mem) - line, 3)))
+    extra = [e for *_, e in pts]
+    mean = sum(extra) / len(extra) if extra else 0.0
+    return {"extra_gib": round(mean, 3), "pm_gib": _spread(extra, mean, FLOOR["decode_graph"]),
+            "cases": [{"id": i, "sizes": n, "logged_gib": m, "extra_gib": e} for i, n, m, e in pts]}
 
 
 def fit_weights_extra(cases: list[dict[str, Any]], repo: Path) -> dict[str, Any]:
@@ -225,9 +249,11 @@ def fit_weights_extra(cases: list[dict[str, Any]], repo: Path) -> dict[str, Any]
 def fit_all(corpus: Path, repo: Path) -> dict[str, Any]:
     """Every fit, with the cases it used."""
     cases = _cases(corpus)
+    decode = fit_decode_graph(cases)
     return {"schema": 1, "generated_by": "python -m sglwrap.memory.fitting tests/corpus/memory",
             "corpus_cases": len(cases), "overhead": fit_overhead(cases, repo), "nccl": fit_nccl(cases),
-            "decode_graph": fit_decode_graph(cases), "weights_extra": fit_weights_extra(cases, repo)}
+            "decode_graph": decode, "spec_graph": fit_spec_graph(cases, decode),
+            "weights_extra": fit_weights_extra(cases, repo)}
 
 
 def main(argv: list[str] | None = None) -> int:

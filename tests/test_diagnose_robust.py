@@ -85,8 +85,11 @@ def test_every_line_with_a_fact_holds_a_prefilter_keyword(line: str) -> None:
 
 
 def test_prefilter_keeps_order_and_drops_noise() -> None:
-    buf = b"noise 1\nLoad weight begin. avail mem=1.00 GB\nnoise 2\nKV Cache x\nDecode batch. #token: 1\n"
-    assert list(_hits(buf)) == [(1, "Load weight begin. avail mem=1.00 GB"), (3, "KV Cache x")]
+    buf = (b"noise 1\nLoad weight begin. avail mem=1.00 GB\nnoise 2\nKV Cache x\nDecode batch. #token: 1\n"
+           b"Decode batch. #token: 2\n")
+    # the first serving line of a chunk is kept (the server was up), the rest of the serving noise is not
+    assert list(_hits(buf)) == [(1, "Load weight begin. avail mem=1.00 GB"), (3, "KV Cache x"),
+                                (4, "Decode batch. #token: 1")]
 
 
 def test_huge_line_without_newline_is_cut_not_buffered(tmp_path: Path) -> None:

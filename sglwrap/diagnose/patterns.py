@@ -206,6 +206,8 @@ KEYWORDS: Final[tuple[bytes, ...]] = (
 )
 # SGLang's serving statistics and the HTTP access log: whole lines dropped before any keyword search.
 NOISE: Final[tuple[bytes, bytes, bytes]] = (b"Decode batch", b"Prefill batch", b'HTTP/1.1" ')
+# Serving evidence: a decode step or an OpenAI-API request answered (the startup warmup uses /generate, not /v1/).
+SERVED_RE: Final = re.compile(r'Decode batch\.|"(?:POST|GET) /v1/\S* HTTP/1\.1" 200')
 # An error line whose next physical lines may be its continuation (terminal or issue wrapping).
 CONT_MARKERS: Final[tuple[bytes, ...]] = (
     b"Error", b"xception", b"Not enough", b"Loaded weights", b"out of memory", b"OutOfResources", b"CUDA error",
@@ -264,6 +266,8 @@ def parse_message(tags: str, msg: str) -> list[Event]:
     _parse_memory(tags, msg, out)
     if not out and OUTCOME_GATE_RE.search(msg) is not None:
         _parse_outcome(tags, msg, out)
+    if not out and ("Decode batch" in msg or "HTTP/1.1" in msg) and SERVED_RE.search(msg) is not None:
+        out.append(Event("served", tags, text=msg))
     if "server_args" in msg or "glang" in msg or "GLang" in msg or "GLANG" in msg or "worker-env" in msg:
         _parse_context(tags, msg, out)
     return [e if e.text else Event(e.kind, e.tags, e.values, msg) for e in out]

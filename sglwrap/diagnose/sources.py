@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Final
 
-from sglwrap.diagnose.patterns import ANSI_RE, CONT_MARKERS, GLUE_RE, KEYWORDS, NOISE
+from sglwrap.diagnose.patterns import ANSI_RE, CONT_MARKERS, GLUE_RE, KEYWORDS, NOISE, SERVED_RE
 from sglwrap.errors import SglwrapError
 
 CHUNK: Final = 4 << 20
@@ -213,6 +213,11 @@ def _hits(buf: bytes, end: int | None = None) -> Iterator[tuple[int, str]]:
     kept = ["" if (n1 in ln or n2 in ln or n3 in ln) else ln for ln in lines]
     search = KW_RE.search
     hits = [i for i, ln in enumerate(kept) if ln and search(ln) is not None]
+    # One serving line per chunk is kept: it says the server was up (decode steps, API requests).
+    served = next((i for i, ln in enumerate(lines) if not kept[i] and ln and SERVED_RE.search(ln) is not None), None)
+    if served is not None:
+        kept[served] = lines[served]
+        hits = sorted(hits + [served])
     index: set[int] = set(hits)
     for i in hits:
         if i + 1 < len(kept) and CONT_RE.search(kept[i]) is not None:

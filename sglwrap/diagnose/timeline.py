@@ -138,7 +138,7 @@ _FIELDS: Final = (
 DRAFT_SLACK_GIB: Final = 1.0
 
 
-_NOT_CATALOGUED: Final = frozenset({"server_args", "version", "worker_env", "tqdm", "crash"})
+_NOT_CATALOGUED: Final = frozenset({"server_args", "version", "worker_env", "tqdm", "crash", "served"})
 
 
 class TimelineBuilder:
@@ -381,6 +381,10 @@ class TimelineBuilder:
         self.saw_sglang = True
         for r in self.ranks.values():
             r.stage = "serving"
+
+    def _on_served(self, ev: Event) -> None:
+        if not self.came_up:
+            self._on_up(ev)
 
     def _on_bench_done(self, ev: Event) -> None:
         self.bench = True

@@ -23,7 +23,7 @@ from sglwrap.memory import Observed, plan
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).parent / "corpus" / "memory"
 GIB = 1 << 30
-OUTCOMES = {"ok", "kv_pool_oom", "weights_dont_fit", "graph_oom", "other_error", "failed_unknown"}
+OUTCOMES = {"ok", "kv_pool_oom", "weights_dont_fit", "graph_oom", "other_error", "failed_unknown", "incomplete"}
 
 
 def _cases() -> list[dict[str, Any]]:

@@ -173,7 +173,8 @@ def _fake_env(**extra: str) -> dict[str, str]:
 
 
 def _launch_fake(env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "sglwrap", "launch", "--profile", "fewchan", "--",
+    # --force: on this GPU-less host preflight blocks a CUDA launch (NVML gives no GPU); the fake server needs none
+    return subprocess.Popen([sys.executable, "-m", "sglwrap", "launch", "--force", "--profile", "fewchan", "--",
                              "--model-path", "m"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
 
@@ -207,7 +208,8 @@ def test_exit_code_of_real_sglang_is_passed_through(tmp_path: Path) -> None:
     missing = str(tmp_path / "no-such-model")
     plain = subprocess.run([sys.executable, "-m", "sglang.launch_server", "--model-path", missing],
                            capture_output=True, text=True, timeout=300)
-    wrapped = run_sglwrap("launch", "--profile", "baseline", "--", "--model-path", missing, timeout=300)
+    # --force: preflight blocks a CUDA launch on a GPU-less host; forced, SGLang's own exit code must come through
+    wrapped = run_sglwrap("launch", "--force", "--profile", "baseline", "--", "--model-path", missing, timeout=300)
     assert plain.returncode != 0
     assert wrapped.returncode == plain.returncode
     assert '"sglwrap": "worker-env"' in wrapped.stderr

@@ -229,6 +229,19 @@ def test_flashinfer_cubin_mismatch_warns() -> None:
     assert v.status is Status.WARN and "flashinfer-cubin==0.7.2" in v.fix
 
 
+def test_flashinfer_cubin_mismatch_before_0_7_blocks() -> None:
+    """FlashInfer < 0.7 raises at import on a mismatched flashinfer-cubin (NVIDIA-NeMo/Export-Deploy PR 679)."""
+    v = check(run(box(**{"flashinfer-python": "0.6.10", "flashinfer-cubin": "0.6.8.post1"}), None), "flashinfer-cubin")
+    assert v.status is Status.BLOCK and "[flashinfer-cubin-mismatch-raises]" in v.reason
+    assert "flashinfer-cubin==0.6.10" in v.fix
+
+
+def test_flashinfer_cubin_same_base_version_passes() -> None:
+    v = check(run(box(**{"flashinfer-python": "0.6.16", "flashinfer-jit-cache": "0.6.16+cu130"}), None),
+              "flashinfer-cubin")
+    assert v.status is Status.PASS
+
+
 # --- the whole story: what remains launches ------------------------------------------------------------------
 
 

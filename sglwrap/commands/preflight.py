@@ -129,7 +129,9 @@ def run(opts: PreflightOptions) -> int:
         return explain(opts.explain)
     result, timing = preflight(opts, os.environ)
     stream = sys.stderr if opts.json else sys.stdout
-    term.report(to_table(result, width=min(term.width(stream), 140)), stream)
+    table = to_table(result, width=min(term.width(stream), 140))
+    term.report(f"preflight on {result.facts.source}: {result.headline}\n" + table.split("\n", 1)[1], stream)
     if opts.json:
-        sys.stdout.write(json.dumps(to_json(result, timing=timing), indent=1, sort_keys=False) + "\n")
+        sys.stdout.write(json.dumps(to_json(result, timing=timing, headline=result.headline),
+                                    indent=1, sort_keys=False) + "\n")
     return result.exit_code

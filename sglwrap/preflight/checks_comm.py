@@ -12,6 +12,11 @@ from sglwrap.preflight.model import Context, Status, Verdict
 FUSION_FLAGS = ("--enable-flashinfer-allreduce-fusion", "--flashinfer-allreduce-fusion-backend")
 
 
+def _fi(version: str | None) -> str:
+    """FlashInfer's version for a message: never "None"."""
+    return f"flashinfer-python {version}" if version else "flashinfer-python (not installed)"
+
+
 def _majors(ctx: Context) -> list[int]:
     return sorted({g.compute_capability[0] for g in ctx.facts.gpus})
 
@@ -39,7 +44,7 @@ def check_flashinfer_fusion(ctx: Context) -> Verdict:
         fix = "no SGLang path fuses the all-reduce on this GPU; launch without it (NCCL or the custom all-reduce)"
         return unsupported(ctx, cid, "flashinfer_allreduce_fusion", flag, why, fix)
     if fi_gate is not None and any(m not in fi_gate for m in majors):
-        why = (f"flashinfer-python {st.flashinfer} builds its TRT-LLM comm module only for majors {list(fi_gate)}: "
+        why = (f"{_fi(st.flashinfer)} builds its TRT-LLM comm module only for majors {list(fi_gate)}: "
                f"the JIT fails with 'No supported CUDA architectures found for major versions {list(fi_gate)}.' "
                f"on {sms} ({st.origin.get('flashinfer', '')})")
         fix = ("flashinfer-python >= 0.6.17 adds SM12x to trtllm_allreduce (PR #3903); upgrade it, or launch "
@@ -47,7 +52,7 @@ def check_flashinfer_fusion(ctx: Context) -> Verdict:
         return unsupported(ctx, cid, "flashinfer_allreduce_fusion", flag, why, fix)
     if ctx.args.tp < 2:
         return Verdict(cid, Status.SKIP, "tp=1: there is no all-reduce to fuse")
-    return Verdict(cid, Status.PASS, f"{sms} is in SGLang's and FlashInfer {st.flashinfer}'s tables "
+    return Verdict(cid, Status.PASS, f"{sms} is in SGLang's and {_fi(st.flashinfer)}'s tables "
                    f"(majors {list(sg_gate or fi_gate or [])}); backend {backend}")
 
 
@@ -232,7 +237,7 @@ def check_pcie_ipc_allreduce(ctx: Context) -> Verdict:
         why = f"SGLang {ctx.flags.version} has no {PCIE_IPC_ENV} (it is ignored there)"
         return unsupported(ctx, cid, "pcie_ipc_allreduce", flag, why, "SGLang 0.5.23 has it; " + fix)
     if ctx.stack.fi_pcie_ipc is False:
-        why = (f"flashinfer-python {ctx.stack.flashinfer} lacks PcieIpcAllReduceWorkspace, so SGLang falls back to "
+        why = (f"{_fi(ctx.stack.flashinfer)} lacks PcieIpcAllReduceWorkspace, so SGLang falls back to "
                "NCCL (pcie_ipc_ar.py:224-230)")
         return unsupported(ctx, cid, "pcie_ipc_allreduce", flag, why, "flashinfer-python 0.7.2 exports it; " + fix)
     if ctx.world not in _PCIE_IPC_WORLD_SIZES:
@@ -247,5 +252,34 @@ def check_pcie_ipc_allreduce(ctx: Context) -> Verdict:
     if ctx.facts.nvlink_among(ctx.world) and not bool(ctx.args.get("disable_custom_all_reduce")):
         return Verdict(cid, Status.WARN, "the GPUs are joined by NVLink: SGLang tries its custom all-reduce first "
                        "(parallel_state.py:966-975), so PCIe-IPC will rarely run", "meant for PCIe-only boxes")
-    return Verdict(cid, Status.PASS, f"tp={ctx.world} on PCIe, FlashInfer {ctx.stack.flashinfer} has the "
+    return Verdict(cid, Status.PASS, f"tp={ctx.world} on PCIe, {_fi(ctx.stack.flashinfer)} has the "
                    "PCIe-IPC workspace: SGLang uses it for decode-sized bf16 all-reduces")
+
+
+# Measured on 2x H200 over NVLink (docs/benchmarks.md, "What the repeats show"): what a PCIe profile costs there.
+_NVLINK_COST = {
+    "pcie-ring": "on 2x H200 over NVLink it lost all 5 paired runs to the default (score 1.14, a steady 14% loss)",
+    "fewchan": "on 2x H200 over NVLink it lost all 5 paired runs (score 1.61): 1.8x slower at 256 KiB, 3.4x at 1 MiB "
+               "and 16x at 64 MiB, for 528 MiB less NCCL memory per GPU",
+}
+
+
+def check_profile_fit(ctx: Context) -> Verdict:
+    """A profile whose description says it is for PCIe boxes, launched on NVLink/NVSwitch GPUs: warn with what it
+    was measured to cost there (docs/benchmarks.md)."""
+    cid, prof = "profile-fit", ctx.profile
+    if prof is None:
+        return Verdict(cid, Status.SKIP, "no profile")
+    text = f"{prof.description} {' '.join(prof.evidence)}"
+    meant_for_pcie = "pcie" in text.lower() and ("pcie" in prof.name.lower() or "PCIe box" in text
+                                                  or "PCIe-only" in text or "on PCIe" in text)
+    n = max(ctx.args.tp, 1)
+    if not meant_for_pcie or n < 2:
+        return Verdict(cid, Status.PASS, f"profile {prof.name} makes no interconnect assumption that conflicts here")
+    link = "NVSwitch" if ctx.facts.nvswitch else ("NVLink" if ctx.facts.nvlink_among(n) else None)
+    if link is None:
+        return Verdict(cid, Status.PASS, f"profile {prof.name} is meant for PCIe and these {n} GPUs are on PCIe")
+    cost = _NVLINK_COST.get(prof.name, "it was not measured to help there")
+    return Verdict(cid, Status.WARN, f"profile {prof.name} is described as a PCIe profile but these {n} GPUs are on "
+                   f"{link}: {cost} (docs/benchmarks.md)", "use --profile baseline on NVLink/NVSwitch hosts")
+

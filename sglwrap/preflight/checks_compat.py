@@ -21,6 +21,11 @@ from sglwrap.preflight.model import SEVERITY, Context, FeatureChange, Status, Ve
 
 CHECK_ID = "compat"
 _ENTRIES: tuple[Entry, ...] | None = None
+# Entries another check reports (with the entry id in its reason), so the compat check does not say them twice.
+OWNED_ELSEWHERE = {"torch-missing-arch": "torch-arch", "driver-too-old-cuda13-torch": "cuda-driver",
+                   "flashinfer-cubin-mismatch-raises": "flashinfer-cubin",
+                   "flashinfer-jit-cache-mismatch-raises": "flashinfer-cubin",
+                   "flashinfer-cubin-mismatch-ignored": "flashinfer-cubin"}
 
 
 def entries() -> tuple[Entry, ...]:
@@ -76,7 +81,8 @@ def check_compat(ctx: Context) -> Verdict:
     """Evaluate every entry; the worst outcome is the verdict, with every matching entry named."""
     if not ctx.facts.gpus:
         return Verdict(CHECK_ID, Status.SKIP, "no GPU facts to compare the knowledge base with")
-    pairs = [(m.entry.id, _one(ctx, m)) for e in entries() if (m := matches(e, ctx)) is not None]
+    pairs = [(m.entry.id, _one(ctx, m)) for e in entries()
+             if e.id not in OWNED_ELSEWHERE and (m := matches(e, ctx)) is not None]
     if not pairs:
         return Verdict(CHECK_ID, Status.PASS, f"none of {len(entries())} knowledge-base entries applies")
     pairs.sort(key=lambda p: -SEVERITY[p[1].status])

@@ -11,6 +11,7 @@ from sglwrap.host.facts import HostFacts
 from sglwrap.host.stackview import stack_view
 from sglwrap.preflight.checks_comm import (
     check_custom_allreduce,
+    check_profile_fit,
     check_ep_a2a,
     check_flashinfer_fusion,
     check_pcie_ipc_allreduce,
@@ -29,7 +30,13 @@ from sglwrap.preflight.checks_model import (
 )
 from sglwrap.preflight.deps import check_python_deps
 from sglwrap.preflight.sglang_selfcheck import check_sglang_selfcheck
-from sglwrap.preflight.checks_stack import check_cuda_driver, check_flashinfer_cubin, check_torch_arch
+from sglwrap.preflight.checks_stack import (
+    check_cuda_driver,
+    check_flashinfer_cubin,
+    check_nvml_live,
+    check_sglang_installed,
+    check_torch_arch,
+)
 from sglwrap.preflight.model import Context, FeatureChange, Status, Verdict
 from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for, parse_cmdline
 
@@ -41,6 +48,8 @@ EXIT_OK, EXIT_DOWNGRADED, EXIT_BLOCKED = 0, 1, 78
 
 CHECKS: tuple[Callable[[Context], Verdict], ...] = (
     check_gpu_count,
+    check_nvml_live,
+    check_sglang_installed,
     check_cuda_driver,
     check_torch_arch,
     check_flashinfer_cubin,
@@ -51,6 +60,7 @@ CHECKS: tuple[Callable[[Context], Verdict], ...] = (
     check_ep_a2a,
     check_pcie_ipc_allreduce,
     check_nccl_env,
+    check_profile_fit,
     check_gpu_processes,
     check_memory,
     check_compat,
@@ -82,6 +92,18 @@ class PreflightResult:
             if v.id == "memory":
                 return dict(v.detail) if v.detail is not None else {"skipped": v.reason}
         return None
+
+    @property
+    def headline(self) -> str:
+        """The verdict and what was not checked: ``OK, 4 of 13 checks skipped: cuda-driver, ...``."""
+        word = {"ok": "OK", "downgraded": "DOWNGRADED", "blocked": "BLOCKED"}[self.verdict]
+        warned = sum(v.status is Status.WARN for v in self.checks)
+        if warned:
+            word += f" ({warned} WARN)"
+        skipped = [v.id for v in self.checks if v.status is Status.SKIP]
+        if not skipped:
+            return f"{word}, all {len(self.checks)} checks ran"
+        return f"{word}, {len(skipped)} of {len(self.checks)} checks skipped: {', '.join(skipped)}"
 
     @property
     def exit_code(self) -> int:

@@ -18,7 +18,7 @@ NUM: Final = r"(-?\d+(?:\.\d+)?)"
 # "[gpu_id=0]" (sglang#744, mid-2024).
 PREFIX_RE: Final = re.compile(
     r"\[(?P<ts>(?:\d{4}-\d\d-\d\d[ T])?\d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<tags>(?: [A-Za-z_]+\d+)*)\] ?"
-    r"|\[gpu(?:_id)?=(?P<gpu>\d+)\] ?"
+    r"|\[(?:gpu(?:_id)?|rank)=(?P<gpu>\d+)\] ?"
 )
 TAG_RE: Final = re.compile(r"([A-Za-z_]+)(\d+)")
 # Where a second log line starts glued onto a progress bar or onto another line.
@@ -65,8 +65,9 @@ LOAD_BEGIN_RE: Final = re.compile(r"Load weight begin\. avail mem=" + NUM + " GB
 # "…, avail mem=X GB, mem usage=Y GB." (SG-0.4.3.post4 :391, SG-0.5.2 :783),
 # "Load weight end. elapsed=E s, type=T, dtype=D, …" (SG-0.5.9 :1041), and
 # "Load weight end. elapsed=E s, type=T, [quant, ]avail mem=X GB, mem usage=Y GB." (SG-0.5.23 model_runner.py:1373)
+# 0.1.x (early 2024): "[rank=N] Load weight end. Type=T. Avail mem=X GB" (sglang#… llava report, corpus 20).
 LOAD_END_RE: Final = re.compile(
-    r"Load weight end\.(?:.*?type=(?P<type>\w+))?.*?avail mem=" + NUM + r" GB(?:, mem usage=" + NUM + " GB)?"
+    r"Load weight end\.(?:.*?[tT]ype=(?P<type>\w+))?.*?[aA]vail mem=" + NUM + r" GB(?:, mem usage=" + NUM + " GB)?"
 )
 # "KV Cache is allocated. #tokens: N, K size: a GB, V size: b GB" (SG-0.4.3.post4 mem_cache/memory_pool.py:211),
 # "… #tokens: N, KV size: c GB" (MLA, SG-0.4.8 memory_pool.py:561), 0.5.23 adds "dtype: D, " and a pool label

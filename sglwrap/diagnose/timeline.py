@@ -156,6 +156,7 @@ class TimelineBuilder:
         self.new_format = False
         self.attempts = 0
         self.bench = False
+        self._tqdm_total: int | None = None
         self._last_crash_label = ""
         self.releases = VersionRange()
         self.first_ts: str | None = None
@@ -215,6 +216,12 @@ class TimelineBuilder:
                 r.draft = _Rank(self.node, label)
             return r.draft
         if r.draft is None:
+            if (pool_key is not None and r.v.get(pool_key) is not None and self._spec_possible()
+                    and not self.came_up and not self.failures):
+                # a second pool after this rank's pool was complete: the draft worker's (0.5.x sizes it later)
+                r.draft = _Rank(self.node, label)
+                r.draft.stage = "kv_pool"
+                return r.draft
             return r
         if r.in_draft:
             return r.draft
@@ -340,6 +347,8 @@ class TimelineBuilder:
     def _on_capture_end(self, ev: Event) -> None:
         r = self._mem(ev.tags, ev)
         vals = ev.values
+        if self._tqdm_total is not None and r.v.get("cuda_graph_bs_count") is None and vals["bs_count"] is None:
+            r.v["cuda_graph_bs_count"] = self._tqdm_total
         if vals["usage"] is not None:
             r.graph_mem += float(vals["usage"])  # type: ignore[arg-type]
             r.graph_seen = True
@@ -354,10 +363,14 @@ class TimelineBuilder:
         self._rank(ev.tags).v["cuda_graph_bs_count"] = ev.values["count"]  # type: ignore[assignment]
 
     def _on_tqdm(self, ev: Event) -> None:
+        if ev.values["done"] != ev.values["total"]:
+            return
         capturing = [r for r in self.ranks.values() if r.stage == "cuda_graph" and r.draft is None]
         for r in capturing:
-            if r.v.get("cuda_graph_bs_count") is None and ev.values["done"] == ev.values["total"]:
+            if r.v.get("cuda_graph_bs_count") is None:
                 r.v["cuda_graph_bs_count"] = ev.values["total"]  # type: ignore[assignment]
+        if not capturing and "Capturing batches" in ev.text:
+            self._tqdm_total = int(ev.values["total"])  # type: ignore[call-overload]  # the capture_end that follows
 
     def _on_profiled(self, ev: Event) -> None:
         self._rank(ev.tags).stage = "kv_pool"

@@ -26,6 +26,7 @@ from typing import Any
 from sglwrap import inject
 from sglwrap.launch import exec_environment, plan_launch
 from sglwrap.profiles import Profile
+from sglwrap.sglang.cmdline import parse_cmdline
 from sglwrap.sglang.flags import FlagTable
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
@@ -89,7 +90,7 @@ class ConfigRun:
 def plan_environment(profile: Profile, table: FlagTable, *, python: str, environ: Mapping[str, str],
                      allow_nvls: bool = False) -> tuple[dict[str, str], dict[str, str], list[str], Path]:
     """(full environment, variables the plan sets, plan warnings, sitecustomize path) for ``profile``'s ranks."""
-    plan = plan_launch(profile, [], table, python=python, environ=environ)
+    plan = plan_launch(profile, parse_cmdline([], table), python=python, environ=environ)
     run_dir = inject.run_dir_for(profile.hash, environ)
     feature_env = {k: v for k, v in plan.env_set.items() if k not in plan.profile.env}
     site = inject.write_sitecustomize(run_dir, inject.render_sitecustomize(plan.profile, feature_env))

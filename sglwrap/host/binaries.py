@@ -101,10 +101,16 @@ def _variant(flags: int) -> str:
     return ""
 
 
-def package_arches(site_dirs: Iterable[str], cache: dict[str, Any] | None = None) -> dict[str, list[str]]:
+_PRUNE = {"include", "csrc", "cutlass", "cubins", "__pycache__", "tests", "triton", "cccl", "headers"}
+
+
+def package_arches(site_dirs: Iterable[str], cache: dict[str, Any] | None = None,
+                   versions: Mapping[str, str] | None = None) -> dict[str, list[str]]:
     """For each package in ``CUDA_PACKAGES`` found under ``site_dirs``: the union of its shared objects'
-    architectures, plus per-arch directory names (``sm90/``, ``sm100/``) where a wheel splits by architecture."""
+    architectures. A package's result is cached under its directory's mtime and the installed versions, so a warm
+    run stats a few directories instead of walking them."""
     cache = {} if cache is None else cache
+    stamp = ",".join(f"{k}={v}" for k, v in sorted((versions or {}).items()))
     result: dict[str, list[str]] = {}
     for pkg, subdirs in CUDA_PACKAGES.items():
         arches: set[str] = set()
@@ -112,11 +118,21 @@ def package_arches(site_dirs: Iterable[str], cache: dict[str, Any] | None = None
         for site in site_dirs:
             for sub in subdirs:
                 base = os.path.join(site, sub)
-                if not os.path.isdir(base):
+                try:
+                    mtime = os.stat(base).st_mtime_ns
+                except OSError:
                     continue
                 found = True
+                key = f"pkg|{base}|{mtime}|{stamp}"
+                hit = cache.get(key)
+                if isinstance(hit, list):
+                    arches |= set(hit)
+                    continue
+                here: set[str] = set()
                 for so in _shared_objects(base):
-                    arches |= _cached_arches(so, cache)
+                    here |= _cached_arches(so, cache)
+                cache[key] = sorted(here)
+                arches |= here
         if found:
             result[pkg] = sorted(arches, key=_arch_sort)
     return result
@@ -124,7 +140,8 @@ def package_arches(site_dirs: Iterable[str], cache: dict[str, Any] | None = None
 
 def _shared_objects(base: str) -> list[str]:
     out = []
-    for root, _dirs, files in os.walk(base):
+    for root, dirs, files in os.walk(base):
+        dirs[:] = [d for d in dirs if d not in _PRUNE]
         for f in files:
             if ".so" in f and not f.endswith(".py"):
                 out.append(os.path.join(root, f))
@@ -301,8 +318,10 @@ def cache_path(environ: Mapping[str, str]) -> Path:
     return cache_dir(environ) / "binaries.json"
 
 
-def binary_facts(site_dirs: Iterable[str], environ: Mapping[str, str], *, live: bool = True) -> dict[str, Any]:
-    """Everything above, for HostFacts.binaries. ``live`` adds what only this machine can answer (libcuda, /sys)."""
+def binary_facts(site_dirs: Iterable[str], environ: Mapping[str, str], *, live: bool = True,
+                 versions: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Everything above, for HostFacts.binaries. ``live`` adds what only this machine can answer (libcuda, /sys);
+    ``versions`` (installed distributions) keys the per-package cache."""
     sites = list(site_dirs)
     path = cache_path(environ)
     try:
@@ -310,7 +329,7 @@ def binary_facts(site_dirs: Iterable[str], environ: Mapping[str, str], *, live: 
     except (OSError, ValueError):
         cache = {}
     before = len(cache)
-    out: dict[str, Any] = {"arches": package_arches(sites, cache)}
+    out: dict[str, Any] = {"arches": package_arches(sites, cache, versions)}
     nccl = find_libnccl(sites, environ)
     if nccl:
         key = "nccl|" + _stat_key(nccl)

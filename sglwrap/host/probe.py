@@ -83,7 +83,7 @@ def with_local_stack(
     from sglwrap.host.binaries import binary_facts
 
     env = os.environ if environ is None else environ
-    binaries = {**binary_facts(stack.site_paths(python), env, live=live), **facts.binaries}
+    binaries = {**binary_facts(stack.site_paths(python), env, live=live, versions=packages), **facts.binaries}
     binaries["versions"] = {k: v for k, v in packages.items() if k in _BINARY_DISTS}
     return dataclasses.replace(facts, packages={**facts.packages, **packages}, probes=probes, binaries=binaries)
 

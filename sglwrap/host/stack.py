@@ -68,14 +68,31 @@ def site_paths(python: str) -> list[str]:
     return [p for p in json.loads(out) if p] if rc == 0 else []
 
 
-def package_versions(python: str | None = None, names: Iterable[str] = PACKAGES) -> dict[str, str]:
-    """Installed versions of ``names`` for ``python`` (default: this interpreter), without importing them."""
+def package_versions(python: str | None = None, names: Iterable[str] = PACKAGES,
+                     environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Installed versions of ``names`` for ``python`` (default: this interpreter), without importing them. Cached
+    under the site directories' mtimes (installing or removing a distribution changes them)."""
     paths = site_paths(python or sys.executable)
+    wanted = tuple(names)
+    stamp = []
+    for p in paths:
+        try:
+            stamp.append(f"{p}:{os.stat(p).st_mtime_ns}")
+        except OSError:
+            stamp.append(p)
+    key = hashlib.sha256(json.dumps([stamp, wanted]).encode()).hexdigest()[:20]
+    cache = cache_dir(environ) / "stack" / f"packages-{key}.json"
+    try:
+        cached: dict[str, str] = json.loads(cache.read_text(encoding="utf-8"))
+        return cached
+    except (OSError, ValueError):
+        pass
     out: dict[str, str] = {}
-    for name in names:
+    for name in wanted:
         for dist in metadata.distributions(name=name, path=paths):
             out[name] = dist.version
             break
+    _write_atomic(cache, json.dumps(out, sort_keys=True))
     return out
 
 

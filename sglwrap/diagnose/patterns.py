@@ -127,7 +127,8 @@ PROFILED_RE: Final = re.compile(r"max_total_tokens=(\d+) is larger than the prof
 
 # --- outcome -----------------------------------------------------------------------------------------------
 # "The server is fired up and ready to roll!" (SG-0.2.7 server.py:411 … SG-0.5.23 entrypoints/http_server.py:2600)
-UP_RE: Final = re.compile(r"The server is fired up and ready to roll|Uvicorn running on |Application startup complete")
+UP_RE: Final = re.compile(r"The server is fired up and ready to roll")
+HTTP_UP_RE: Final = re.compile(r"Uvicorn running on |Application startup complete")
 # "Not enough memory. Please try to increase --mem-fraction-static.[ Current value: …mem_fraction_static=F]"
 # (SG-0.2.7 :211, SG-0.5.9 model_runner_kv_cache_mixin.py:417, SG-0.5.23 pool_configurator.py:96)
 NOT_ENOUGH_RE: Final = re.compile(
@@ -207,8 +208,9 @@ KEYWORDS: Final[tuple[bytes, ...]] = (
 )
 # SGLang's serving statistics and the HTTP access log: whole lines dropped before any keyword search.
 NOISE: Final[tuple[bytes, bytes, bytes]] = (b"Decode batch", b"Prefill batch", b'HTTP/1.1" ')
-# Serving evidence: a decode step or an OpenAI-API request answered (the startup warmup uses /generate, not /v1/).
-SERVED_RE: Final = re.compile(r'Decode batch\.|"(?:POST|GET) /v1/\S* HTTP/1\.1" 200')
+# Serving evidence: a decode step, or an OpenAI-API POST answered. The startup warmup itself sends GET /v1/models,
+# GET /get_model_info and POST /generate (or /encode), so none of those counts.
+SERVED_RE: Final = re.compile(r'Decode batch\.|"POST /v1/\S* HTTP/1\.1" 200')
 # An error line whose next physical lines may be its continuation (terminal or issue wrapping).
 CONT_MARKERS: Final[tuple[bytes, ...]] = (
     b"Error", b"xception", b"Not enough", b"Loaded weights", b"out of memory", b"OutOfResources", b"CUDA error",
@@ -357,8 +359,10 @@ def _parse_memory(tags: str, msg: str, out: list[Event]) -> None:
 
 def _parse_outcome(tags: str, msg: str, out: list[Event]) -> None:
     text = msg.strip()
-    if ("fired up" in text or "Uvicorn" in text or "startup complete" in text) and UP_RE.search(text):
+    if "fired up" in text and UP_RE.search(text):
         out.append(Event("up", tags, text=text))
+    elif ("Uvicorn running" in text or "startup complete" in text) and HTTP_UP_RE.search(text):
+        out.append(Event("http_up", tags, text=text))  # the HTTP server is up; SGLang's warmup request follows
     elif "Loaded weights" in text and (m := NO_KV_RE.search(text)) is not None:
         out.append(Event("error", tags, {"kind": "no_kv", "f": _f(m.group(1)), "raise_above": _f(m.group(2))},
                          text=_tail(text, m.start())))

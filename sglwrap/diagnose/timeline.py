@@ -138,7 +138,7 @@ _FIELDS: Final = (
 DRAFT_SLACK_GIB: Final = 1.0
 
 
-_NOT_CATALOGUED: Final = frozenset({"server_args", "version", "worker_env", "tqdm", "crash", "served"})
+_NOT_CATALOGUED: Final = frozenset({"server_args", "version", "worker_env", "tqdm", "crash", "served", "http_up"})
 
 
 class TimelineBuilder:
@@ -394,6 +394,11 @@ class TimelineBuilder:
         self.saw_sglang = True
         for r in self.ranks.values():
             r.stage = "serving"
+
+    def _on_http_up(self, ev: Event) -> None:
+        # Uvicorn listening: the server is up (as the shared real-log dataset reads it, sglang-logs/22); a warmup
+        # failure after it is still reported, as a failure after the server came up.
+        self._on_up(ev)
 
     def _on_served(self, ev: Event) -> None:
         if not self.came_up:

@@ -281,3 +281,30 @@ def test_block_fp8_dense_and_unquantized(tmp_path: Path) -> None:
     plain = llama_like(tmp_path, "bf16", intermediate_size=14336 + 64)
     assert run(["--model-path", plain, "--tp-size", "2"])["model-parallel"].status is Status.PASS
     assert run(["--model-path", "DeepSeek-V3", "--tp-size", "8"])["model-parallel"].status is Status.PASS
+
+
+@needs_sources
+@pytest.mark.parametrize("version", ["0.2.15", "0.3.6", "0.4.3", "0.4.6", "0.4.10", "0.5.2", "0.5.9"])
+def test_context_override_default_follows_each_releases_source(version: str) -> None:
+    """Read the release's own ModelConfig / environ: does a longer --context-length pass with the env var unset?"""
+    pkg = SRC / version / "sglang" / "srt"
+    cfg = pkg / "configs" / "model_config.py"
+    text = (cfg if cfg.is_file() else pkg / "model_config.py").read_text()
+    env = pkg / "environ.py"
+    env_text = env.read_text() if env.is_file() else ""
+    if "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" not in text:
+        expected = None
+    elif re.search(r'"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN",\s*default="True"', text):
+        expected = True
+    else:
+        assert "EnvBool(True)" not in env_text.split("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", 1)[-1][:40]
+        expected = False
+    assert cm.context_override_default(version) is expected
+
+
+def test_context_length_on_a_release_that_allows_it_by_default() -> None:
+    v = run(["--model-path", "Llama-3.1-8B", "--context-length", "1000000"], sglang="0.4.9")["context-length"]
+    assert v.status is Status.WARN and "allows it by default" in v.reason
+    v = run(["--model-path", "Llama-3.1-8B", "--context-length", "1000000"], sglang="0.4.9",
+            environ={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "false"})["context-length"]
+    assert v.status is Status.BLOCK

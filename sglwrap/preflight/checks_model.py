@@ -520,10 +520,21 @@ def check_model_parallel(ctx: Context) -> Verdict:
 # --- context-length ---------------------------------------------------------------------------------------
 
 
+def context_override_default(version: str) -> bool | None:
+    """Whether release ``version`` lets a longer ``--context-length`` through when
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is unset: None for releases without the check (< 0.3.6), True for
+    0.4.6-0.4.10 (``get_bool_env_var(..., default="True")``, model_config.py:112 in 0.4.6), False otherwise (0.3.6-0.4.3
+    and 0.5.1+: ``EnvBool(False)`` in srt/environ.py from 0.5.3)."""
+    v = _vkey(version)[:3]
+    if v < (0, 3, 6):
+        return None
+    return (0, 4, 6) <= v < (0, 5, 0)
+
+
 def check_context_length(ctx: Context) -> Verdict:
     """``--context-length`` above the derived context is a ValueError in ModelConfig unless
-    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set (srt/configs/model_config.py:1291-1316 in 0.5.23; the same
-    check since 0.3.6)."""
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN allows it (srt/configs/model_config.py:1291-1316 in 0.5.23; the check
+    exists from 0.3.6, allowed by default in 0.4.6-0.4.10)."""
     cid = "context-length"
     if not ctx.args.is_given("context_length") or ctx.args.get("context_length") is None:
         return Verdict(cid, Status.PASS, "--context-length not given: SGLang derives it from config.json")
@@ -534,14 +545,23 @@ def check_context_length(ctx: Context) -> Verdict:
     derived = context_length(mf.text_config)
     if want <= derived:
         return Verdict(cid, Status.PASS, f"--context-length {want} <= the derived context_length {derived}")
-    allow = (ctx.env("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") or "").strip().lower()
-    msg = (f"User-specified context_length ({want}) is greater than the derived context_length ({derived})")
-    if allow in ("1", "true", "yes", "on"):
-        return Verdict(cid, Status.WARN, f"{msg}; allowed by SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN={allow}: "
-                       "'This may lead to incorrect model outputs or CUDA errors'",
+    version = target_version(ctx)
+    default = context_override_default(version)
+    msg = f"User-specified context_length ({want}) is greater than the derived context_length ({derived})"
+    risk = "'This may lead to incorrect model outputs or CUDA errors'"
+    if default is None:
+        return Verdict(cid, Status.WARN, f"{msg}: SGLang {version} does not check it; {risk}",
+                       f"use --context-length <= {derived} unless the model really supports more")
+    raw = ctx.env("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")
+    ci = (ctx.env("SGLANG_IS_IN_CI") or "").strip().lower() in ("1", "true") and _vkey(version)[:3] >= (0, 5, 1)
+    allowed = default if raw is None else raw.strip().lower() in ("1", "true", "yes", "on")
+    if allowed or ci:
+        why = (f"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN={raw}" if raw is not None else
+               "SGLANG_IS_IN_CI" if ci else f"SGLang {version} allows it by default")
+        return Verdict(cid, Status.WARN, f"{msg}; allowed ({why}): {risk}",
                        "check the model was trained (or rope-scaled) for this length")
-    return Verdict(cid, Status.BLOCK, f"{msg}: SGLang's ModelConfig raises ValueError "
-                   "(srt/configs/model_config.py:1296-1316, 0.5.23)",
+    return Verdict(cid, Status.BLOCK, f"{msg}: SGLang {version}'s ModelConfig raises ValueError "
+                   "(srt/configs/model_config.py:1296-1316 in 0.5.23; the same since 0.5.1, and 0.3.6-0.4.3)",
                    f"use --context-length <= {derived}, or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 if the "
                    "model really supports it")
 

@@ -156,10 +156,21 @@ def test_memory_corpus_failure_deepseek_v4_with_observed_memory_is_a_sure_kv_poo
 
 
 @pytest.mark.xfail(strict=True, reason="corpus 22: EAGLE (topk 8, 64 draft tokens) on 1x H20 at 0.7 died in graph "
-                                       "capture; the accountant leaves 28 GiB of slack and predicts it fits")
+                                       "capture; the central estimate runs 1.8 GiB short, but inside the ± (3.3 GiB), "
+                                       "so the verdict is fits_tight, not graph_oom_risk")
 def test_memory_corpus_failure_eagle_graph_oom_on_h20_is_predicted() -> None:
     case = yaml.safe_load((CORPUS / "22_qwen2-7b-eagle_1xH20_graph_oom.yaml").read_text())
     assert _plan(case).verdict == "graph_oom_risk"
+
+
+def test_memory_corpus_eagle_on_h20_runs_short_centrally_and_warns() -> None:
+    """22: the verify graphs keep fp32 logits for 64 draft tokens per request at every captured size (about 26 GiB
+    under 0.4.3's capture list): the runtime need exceeds the slack the 0.7 fraction leaves, and the launch gets a
+    warning (fits_tight) instead of the clean "fits" it got before."""
+    case = yaml.safe_load((CORPUS / "22_qwen2-7b-eagle_1xH20_graph_oom.yaml").read_text())
+    p = _plan(case)
+    assert p.budget.runtime_need > p.budget.slack
+    assert p.verdict == "fits_tight" and p.exit_code == 0
 
 
 def test_memory_corpus_rocm_launch_is_marked_not_modelled() -> None:

@@ -15,7 +15,7 @@ from sglwrap.memory.args import ServerArgs, parse_server_args
 from sglwrap.memory.budget import Budget, Observed, Terms, compute
 from sglwrap.memory.cells import Cell, cell_bytes
 from sglwrap.memory.defaults import Resolved, describe, resolve
-from sglwrap.memory.extras import (Draft, Extra, deepep_buffers, draft_graphs, draft_model,
+from sglwrap.memory.extras import (Draft, Extra, deepep_buffers, default_draft_tokens, draft_graphs, draft_model,
                                    lora_buffers, read_extra, sharding_for, spec_algorithm)
 from sglwrap.memory.explain import SURE_FAILURES, Verdict, explain
 from sglwrap.memory.model import ModelShape, load_shape
@@ -272,7 +272,11 @@ def _terms(facts: HostFacts, interconnect: str, shape: ModelShape, args: ServerA
         weights_extra=fits.weights_extra(), weights_rel_pm=_weights_rel_pm(shape, params_based),
         draft_weights=draft.weights if draft else fits.exact(0, "no draft model"),
         draft_in_weights=version is None or _vkey(version) >= (0, 5, 14),
-        draft_graphs=draft_graphs(graphs, draft.algorithm) if draft else fits.exact(0, "no draft model"),
+        draft_graphs=draft_graphs(graphs, draft.algorithm, capture=resolved.decode_graph_sizes,
+                                  draft_tokens=args.speculative_num_draft_tokens
+                                  or default_draft_tokens(version, shape.architecture),
+                                  vocab=shape.vocab_size) if draft
+        else fits.exact(0, "no draft model"),
         deepep=deepep_buffers(shape, extra, max(args.ep_size, args.tp_size), env),
         lora=lora_buffers(shape, extra, args.tp_size))
 

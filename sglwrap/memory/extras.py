@@ -191,10 +191,28 @@ def draft_model(shape: ModelShape, algorithm: str, draft_path: str | None, tp: i
                  1, f"{algorithm} draft (estimated)")
 
 
-def draft_graphs(target_graphs: Term, algorithm: str) -> Term:
-    """What speculative decoding adds to the graphs: the target's verify graphs beyond plain decode graphs plus the
-    draft worker's captures, fitted on the logged target captures of speculative launches (``spec_graph`` in
-    fits.json); the draft worker's own captures are not logged there, so its share (as large again) is in the ±."""
+def default_draft_tokens(version: str | None, architecture: str) -> int:
+    """``--speculative-num-draft-tokens`` when not given: 64 in the dataclass up to 0.4.5 (0.4.3 server_args.py:127);
+    from 0.4.6 ``auto_choose_speculative_params`` (0.5.9 server_args.py:5741-5775): 8 for Llama/Grok, else 4."""
+    if version is not None and _vkey(version) < (0, 4, 6):
+        return 64
+    return 8 if architecture in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM") else 4
+
+
+def draft_graphs(target_graphs: Term, algorithm: str, *, capture: tuple[int, ...] = (), draft_tokens: int = 1,
+                 vocab: int = 0) -> Term:
+    """What speculative decoding adds to the graphs.
+
+    - A constant fitted on the logged target captures of speculative launches (``spec_graph`` in fits.json: the
+      verify graphs beyond plain decode graphs at bs <= 4, where the logits term below is small).
+    - The verify graphs' logits: each captured batch size keeps its own output buffers (0.4.3
+      ``cuda_graph_runner.py:306``, 0.5.6 ``:490``: ``self.output_buffers[bs]``), fp32 over the whole vocabulary
+      (0.4.3 ``logits_processor.py:248``: ``.float()``), with ``draft_tokens`` rows per request where a decode graph
+      has one: ``sum(capture sizes) x (draft_tokens - 1) x vocab x 4 B`` beyond the decode graphs. The same per-size
+      sum for plain decode graphs (rows = 1) gives 0.88 GiB for corpus 02 (grok-2, 0.5.2, 23 sizes to 160), which
+      logged 0.89 GiB. ± 10% of it (what the graph pool may share).
+    The draft worker's own captures are not logged; the fitted constant goes into the ± once more for them.
+    """
     from sglwrap.memory.fits import load
 
     g = load().get("spec_graph") or {}
@@ -203,8 +221,11 @@ def draft_graphs(target_graphs: Term, algorithm: str) -> Term:
         return Term(target_graphs.bytes, target_graphs.bytes + target_graphs.pm,
                     f"estimate: {algorithm} draft graphs ~ the target's decode graphs, unmeasured")
     extra = int(float(g["extra_gib"]) * GIB)
-    return Term(extra, int(float(g["pm_gib"]) * GIB) + extra,
-                f"fit: {algorithm} verify graphs +{g['extra_gib']:.2f} GiB over decode graphs ({n} cases); "
+    rows = sum(capture) * (draft_tokens - 1) if capture and draft_tokens > 1 and vocab else 0
+    logits = rows * vocab * 4
+    return Term(extra + logits, int(float(g["pm_gib"]) * GIB) + extra + logits // 10,
+                f"fit: {algorithm} verify graphs +{g['extra_gib']:.2f} GiB over decode graphs ({n} cases) + verify "
+                f"logits sum(bs) {sum(capture)} x {max(0, draft_tokens - 1)} x {vocab} x 4 B ({logits / GIB:.2f} GiB); "
                 f"draft captures unmeasured (in the ±)")
 
 

@@ -209,8 +209,8 @@ def draft_graphs(target_graphs: Term, algorithm: str, *, capture: tuple[int, ...
       ``cuda_graph_runner.py:306``, 0.5.6 ``:490``: ``self.output_buffers[bs]``), fp32 over the whole vocabulary
       (0.4.3 ``logits_processor.py:248``: ``.float()``), with ``draft_tokens`` rows per request where a decode graph
       has one: ``sum(capture sizes) x (draft_tokens - 1) x vocab x 4 B`` beyond the decode graphs. The same per-size
-      sum for plain decode graphs (rows = 1) gives 0.88 GiB for corpus 02 (grok-2, 0.5.2, 23 sizes to 160), which
-      logged 0.89 GiB. ± 10% of it (what the graph pool may share).
+      sum for plain decode graphs (rows = 1) gives 0.82 GiB for corpus 02 (grok-2, vocab 131072, 0.5.2, 23 sizes to
+      160, sum 1687), which logged 0.89 GiB in all. ± 10% of it (what the graph pool may share).
     The draft worker's own captures are not logged; the fitted constant goes into the ± once more for them.
     """
     from sglwrap.memory.fits import load

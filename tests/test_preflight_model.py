@@ -225,7 +225,26 @@ def test_speculative_needs_a_draft_or_nextn_layers(tmp_path: Path) -> None:
     ds["num_nextn_predict_layers"] = 0
     mp = write_config(tmp_path, "ds-no-mtp", **ds)
     v = run(["--model-path", mp, "--tp-size", "8", "--speculative-algorithm", "NEXTN"])["speculative"]
-    assert v.status is Status.BLOCK and "no NEXTN" in v.reason
+    assert v.status is Status.BLOCK and "0 NEXTN layers" in v.reason
+
+
+def test_nextn_on_a_checkpoint_the_release_drafts_from_itself() -> None:
+    """Qwen3-Next's config has no NEXTN key; SGLang 0.5.23's ModelConfig turns its draft into Qwen3NextForCausalLMMTP."""
+    v = run(["--model-path", "Qwen3-Next-80B-A3B", "--tp-size", "4", "--speculative-algorithm", "NEXTN"])["speculative"]
+    assert v.status is Status.PASS and "model_config.py" in v.reason
+    v = run(["--model-path", "Qwen3-Next-80B-A3B", "--tp-size", "4", "--speculative-algorithm", "EAGLE3"])["speculative"]
+    assert v.status is Status.WARN
+
+
+@needs_sources
+def test_draft_archs_follow_the_releases_model_config() -> None:
+    for version in ("0.4.6", "0.5.2", "0.5.23"):
+        text = (SRC / version / "sglang" / "srt" / "configs" / "model_config.py").read_text()
+        expected = bool(re.search(r'is_draft_model and self\.hf_config\.architectures\[0\] == "Qwen3NextForCausalLM"',
+                                  text))
+        got = "Qwen3NextForCausalLM" in cm.draft_archs_of(SRC / version / "sglang" / "srt" / "configs" /
+                                                          "model_config.py")
+        assert got is expected, version
 
 
 def test_no_model_path_skips_model_checks() -> None:

@@ -578,9 +578,55 @@ def nextn_layers(cfg: Mapping[str, Any]) -> int:
     return 0
 
 
+def draft_archs_of(model_config_py: Path) -> frozenset[str]:
+    """Architectures a release drafts from the target checkpoint itself: the string constants compared with
+    ``hf_config.architectures[0]`` in ModelConfig's ``if is_draft_model and ...`` branches (srt/configs/
+    model_config.py:1032-1209 in 0.5.23, where each becomes its MTP class), read with ``ast``."""
+
+    def read() -> list[str]:
+        try:
+            tree = ast.parse(model_config_py.read_bytes())
+        except (OSError, SyntaxError):
+            return []
+        out: set[str] = set()
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.If) and isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And)):
+                continue
+            vals = node.test.values
+            if not any(isinstance(v, (ast.Name, ast.Attribute)) and getattr(v, "id", getattr(v, "attr", "")) ==
+                       "is_draft_model" for v in vals):
+                continue
+            for v in vals:
+                if isinstance(v, ast.Compare) and "architectures" in ast.unparse(v.left):
+                    for c in v.comparators:
+                        out.update(n.value for n in ast.walk(c) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+        return sorted(out)
+
+    return frozenset(disk_memo("draft-archs", [model_config_py], read))
+
+
+def release_draft_archs(ctx: Context, version: str) -> tuple[frozenset[str], str] | None:
+    """(architectures release ``version`` drafts from the target, where read): the installed package, else the
+    release sources the data generator unpacked (``$XDG_CACHE_HOME/sglwrap/releases/src``); None when neither."""
+    from sglwrap.sglang.flags import cache_dir
+
+    pkg = _installed_pkg(ctx, version)
+    if pkg is None:
+        src = cache_dir() / "releases" / "src" / version / "sglang"
+        pkg = src if src.is_dir() else None
+    if pkg is None:
+        return None
+    path = pkg / "srt" / "configs" / "model_config.py"
+    if not path.is_file():
+        return None
+    return draft_archs_of(path) | BUNDLED_DRAFT_ARCHS, f"{path}"
+
+
 def check_speculative(ctx: Context) -> Verdict:
-    """EAGLE/EAGLE3/NEXTN need a draft: ``--speculative-draft-model-path``, or MTP layers in the checkpoint of an
-    architecture SGLang takes its draft from (srt/arg_groups/speculative_hook.py:1120-1145, 0.5.23)."""
+    """EAGLE/EAGLE3/NEXTN need a draft: ``--speculative-draft-model-path``, or a checkpoint SGLang drafts from itself
+    (its MTP/NEXTN layers: ModelConfig's draft branches, model_config.py:1032-1209, and speculative_hook.py:1120-1145
+    in 0.5.23). Without either SGLang loads the target as its own draft and fails at startup
+    (sgl-project/sglang#36528)."""
     cid = "speculative"
     algo = ctx.args.get("speculative_algorithm")
     if not algo:
@@ -595,11 +641,19 @@ def check_speculative(ctx: Context) -> Verdict:
         return Verdict(cid, Status.SKIP, mf)
     arch = mf.architectures[0] if mf.architectures else "?"
     layers = nextn_layers(mf.config)
-    if algo != "EAGLE3" and arch in BUNDLED_DRAFT_ARCHS and layers > 0:
-        return Verdict(cid, Status.PASS, f"{algo}: {arch} carries {layers} NEXTN layer(s), SGLang drafts with them")
-    why = (f"{arch} carries no NEXTN/MTP layers" if arch in BUNDLED_DRAFT_ARCHS and algo != "EAGLE3"
-           else f"SGLang does not take a draft from a {arch} checkpoint" if algo != "EAGLE3"
-           else "EAGLE3 always needs a separate draft model")
-    return Verdict(cid, Status.BLOCK, f"--speculative-algorithm {algo} without --speculative-draft-model-path: "
-                   f"{why}; SGLang fails at startup (speculative_hook.py:1120-1145 in 0.5.23 sets a draft only for "
-                   "MTP checkpoints)", "pass --speculative-draft-model-path <EAGLE draft for this model>")
+    zero = any(isinstance(src, dict) and src.get(k) == 0 for src in (mf.config, mf.text_config) for k in _NEXTN_KEYS)
+    version = target_version(ctx)
+    known = release_draft_archs(ctx, version)
+    archs, where = known if known else (BUNDLED_DRAFT_ARCHS, "the 0.5.23 list of speculative_hook.py:1120-1137")
+    if layers > 0 or (arch in archs and not zero):
+        how = (f"{layers} NEXTN layer(s) in config.json" if layers else f"SGLang {version} drafts {arch} from the "
+               f"checkpoint's MTP layers ({where})")
+        if algo == "EAGLE3":
+            return Verdict(cid, Status.WARN, f"EAGLE3 without --speculative-draft-model-path: {how}, not EAGLE3 heads",
+                           "pass --speculative-draft-model-path <EAGLE3 draft>, or use --speculative-algorithm NEXTN")
+        return Verdict(cid, Status.PASS, f"{algo}: {how}")
+    why = (f"{arch} declares 0 NEXTN layers" if zero else
+           f"{arch} carries no NEXTN/MTP layers and SGLang {version} does not draft it from the checkpoint ({where})")
+    return Verdict(cid, Status.BLOCK, f"--speculative-algorithm {algo} without --speculative-draft-model-path: {why}; "
+                   "SGLang loads the target as its own draft and fails at startup (sgl-project/sglang#36528)",
+                   "pass --speculative-draft-model-path <a draft model for this target>")

@@ -327,3 +327,38 @@ def test_context_length_on_a_release_that_allows_it_by_default() -> None:
     v = run(["--model-path", "Llama-3.1-8B", "--context-length", "1000000"], sglang="0.4.9",
             environ={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "false"})["context-length"]
     assert v.status is Status.BLOCK
+
+
+# --- python-deps on this environment (the installed SGLang 0.5.23 and its transformers) -------------------
+
+
+def deps(argv: list[str]) -> Verdict:
+    from sglwrap.preflight.deps import check_python_deps
+
+    r = run_preflight(facts(), None, argv, flags=bundled_table("0.5.23"), checks=(check_python_deps,))
+    return r.checks[0]
+
+
+@pytest.mark.real_sglang
+def test_python_deps_on_the_installed_environment(tmp_path: Path) -> None:
+    from importlib import metadata
+
+    v = deps(["--model-path", "Qwen3-Next-80B-A3B"])
+    n = len(metadata.requires("sglang") or [])
+    assert v.status is Status.PASS and f"{n} pins of SGLang 0.5.23 met" in v.reason
+    unknown = llama_like(tmp_path, "u", model_type="made_up_type", architectures=["MadeUpForCausalLM"])
+    v = deps(["--model-path", unknown])
+    assert v.status is Status.BLOCK and "does not recognize this architecture" in v.reason
+    remote = llama_like(tmp_path, "r", model_type="made_up_type", auto_map={"AutoConfig": "cfg.MadeUpConfig"})
+    assert deps(["--model-path", remote]).status is Status.BLOCK
+    assert deps(["--model-path", remote, "--trust-remote-code"]).status is Status.PASS
+    newer = llama_like(tmp_path, "n", transformers_version="99.0.0")
+    assert deps(["--model-path", newer]).status is Status.WARN
+
+
+def test_python_deps_skip_an_assumed_release() -> None:
+    from sglwrap.preflight.deps import check_python_deps
+
+    r = run_preflight(facts("0.4.9"), None, ["--model-path", "Llama-3.1-8B"], flags=bundled_table("0.4.9"),
+                      checks=(check_python_deps,))
+    assert r.checks[0].status is Status.SKIP and "not the installed release" in r.checks[0].reason

@@ -184,10 +184,15 @@ def installed_sglang(ctx: Context) -> str | None:
 
 @functools.lru_cache(maxsize=8)
 def sglang_model_types(pkg: Path) -> frozenset[str]:
-    """``model_type = "..."`` class attributes of SGLang's own config classes (``srt/configs/*.py``)."""
+    """Model types SGLang registers with ``AutoConfig`` itself: ``model_type = "..."`` class attributes of its config
+    classes (``srt/configs/**``, ``srt/models/*``) and ``_CONFIG_REGISTRY["..."]`` entries
+    (``srt/utils/hf_transformers/common.py:117-290`` in 0.5.23)."""
     from sglwrap.preflight.checks_model import disk_memo
 
-    files = sorted((pkg / "srt" / "configs").glob("*.py"))
+    srt = pkg / "srt"
+    files = sorted([*(srt / "configs").rglob("*.py"), *(srt / "models").glob("*.py"),
+                    *(srt / "utils" / "hf_transformers").glob("*.py"), srt / "hf_transformers_utils.py"])
+    files = [f for f in files if f.is_file()]
     return frozenset(disk_memo("sglang-model-types", files, lambda: sorted(_sglang_types(files))))
 
 
@@ -199,6 +204,7 @@ def _sglang_types(files: list[Path]) -> set[str]:
         except OSError:
             continue
         out.update(re.findall(r"^\s+model_type\s*(?::\s*str\s*)?=\s*[\"']([\w.-]+)[\"']", text, re.M))
+        out.update(re.findall(r"_CONFIG_REGISTRY\[\s*[\"']([\w.-]+)[\"']\s*\]", text))
     return out
 
 

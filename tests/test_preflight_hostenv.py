@@ -127,3 +127,11 @@ def test_real_host_reports(path: Path) -> None:
 def test_shm_rule_leaves_a_single_gpu_and_a_large_shm_alone() -> None:
     assert he.shm_verdict(64 * MIB, 64 * MIB, 1).status is Status.WARN  # one rank: no NCCL SHM transport
     assert he.shm_verdict(32 * GIB, 32 * GIB, 8).status is Status.PASS
+
+
+def test_other_pinned_ports_are_checked_too(bound_port: int) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    v = checks(live(), "--port", str(free), "--nccl-port", str(bound_port))["host-port"]
+    assert v.status is Status.BLOCK and f"--nccl-port {bound_port}" in v.reason

@@ -162,12 +162,19 @@ def check_host_port(ctx: Context) -> Verdict:
         return _skipped(cid)
     if ctx.args.nnodes > 1 and ctx.args.node_rank != 0:
         return Verdict(cid, Status.PASS, f"node rank {ctx.args.node_rank} serves no HTTP port")
-    host, port = ctx.args.host, ctx.args.port
-    why = port_in_use(host, port)
-    if why is None:
-        return Verdict(cid, Status.PASS, f"{host}:{port} is free")
-    return Verdict(cid, Status.BLOCK, f"--host {host} --port {port}: {why}",
-                   f"pass another --port (e.g. {port + 10}), or stop what listens there (ss -ltnp 'sport = :{port}')")
+    host = ctx.args.host
+    ports = {"--port": ctx.args.port}
+    for dest, value in sorted(ctx.args.given_values.items()):  # other ports the user pinned (--nccl-port, ...)
+        if dest.endswith("_port") and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            ports.setdefault(ctx.args.flag_for(dest) or dest, value)
+    busy = [(flag, p, why) for flag, p in ports.items() if (why := port_in_use(host, p)) is not None]
+    if not busy:
+        return Verdict(cid, Status.PASS, f"{host}: {', '.join(f'{f} {p}' for f, p in ports.items())} free")
+    flag, port, why = busy[0]
+    more = "".join(f"; {f} {p}: {w}" for f, p, w in busy[1:])
+    return Verdict(cid, Status.BLOCK, f"--host {host} {flag} {port}: {why}{more} (SGLang binds the HTTP port only after "
+                   "loading the model, sgl-project/sglang#16556)",
+                   f"pass another {flag} (e.g. {port + 10}), or stop what listens there (ss -ltnp 'sport = :{port}')")
 
 
 # --- memlock ----------------------------------------------------------------------------------------------

@@ -331,7 +331,7 @@ def launch_env(notify: Collector | None, tmp_path: Path, **extra: str) -> dict[s
 def test_launch_notify_end_to_end(notify: Collector, tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sglwrap", "launch", "--notify", "--profile", "fewchan", "--",
+        [sys.executable, "-m", "sglwrap", "launch", "--notify", "--force", "--profile", "fewchan", "--",
          "--model-path", "m", "--host", "0.0.0.0", "--port", str(port)],
         env=launch_env(notify, tmp_path, FAKE_TERM_CODE="5", SGLWRAP_STOP_GRACE="3"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -354,7 +354,7 @@ def test_launch_notify_end_to_end(notify: Collector, tmp_path: Path) -> None:
 
 
 def test_launch_without_notify_still_execs_in_the_same_pid(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "sglwrap", "launch", "--profile", "fewchan", "--",
+    proc = subprocess.Popen([sys.executable, "-m", "sglwrap", "launch", "--force", "--profile", "fewchan", "--",
                              "--model-path", "m", "--port", str(free_port())],
                             env=launch_env(None, tmp_path, FAKE_MODE="exit", FAKE_EXIT_CODE="4"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -389,8 +389,9 @@ def test_real_sglang_failure_comes_back_through_the_supervisor(notify: Collector
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO)
     env["NOTIFY_SOCKET"] = notify.path
-    res = subprocess.run([sys.executable, "-m", "sglwrap", "launch", "--notify", "--profile", "baseline", "--",
-                          "--model-path", str(tmp_path / "no-such-model"), "--port", str(free_port())],
+    # --force: preflight blocks a CUDA launch on this GPU-less host; SGLang's own failure is what is tested here
+    res = subprocess.run([sys.executable, "-m", "sglwrap", "launch", "--notify", "--force", "--profile", "baseline",
+                          "--", "--model-path", str(tmp_path / "no-such-model"), "--port", str(free_port())],
                          capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 1, res.stderr[-2000:]
     assert "no-such-model" in res.stderr, "SGLang's own error must reach our stderr (journald)"

@@ -97,14 +97,15 @@ def _facts(assume: str | None) -> Any:
     return facts
 
 
-def _cmdline(opts: MemoryOptions) -> Any:
-    """The user's SGLang args read as the target release reads them (64 for what SGLang would refuse)."""
+def _cmdline(opts: MemoryOptions) -> tuple[Any, str]:
+    """The user's SGLang args read as the target release reads them (64 for what SGLang would refuse), and that
+    release's version: its defaults are planned with even when the nearest bundled flag table is another release's."""
     from sglwrap.launch import assumed_sglang_version
     from sglwrap.sglang.cmdline import parse_cmdline
     from sglwrap.sglang.flags import table_for, target_release
 
     release = target_release(None, assumed_sglang_version(opts.assume_stack))
-    return parse_cmdline(opts.sglang_args, table_for(release), require_model=True)
+    return parse_cmdline(opts.sglang_args, table_for(release), require_model=True), release.text
 
 
 def _profile(name: str | None) -> tuple[dict[str, str], dict[str, object]]:
@@ -133,20 +134,20 @@ def run(opts: MemoryOptions) -> int:
         except ImportError:
             raise UsageError("memory: --plot needs matplotlib, which is not installed: pip install 'sglwrap[plot]' "
                              "(or matplotlib), or drop --plot") from None
-    cmd = _cmdline(opts)
+    cmd, version = _cmdline(opts)
     facts = _facts(opts.assume)
     env, sg = _profile(opts.profile)
     observed = Observed(
         None if opts.avail_before_weights_gib is None else int(opts.avail_before_weights_gib * (1 << 30)),
         None if opts.weights_gib is None else int(opts.weights_gib * (1 << 30)))
-    result = plan(facts, env, cmd, profile_sglang=sg, observed=observed)
+    result = plan(facts, env, cmd, sglang_version=version, profile_sglang=sg, observed=observed)
     doc = result.to_dict()
     doc["profile"] = opts.profile
     stream = sys.stderr if opts.json else sys.stdout
     term.report(render_table(doc), stream)
     if opts.explain_change:
         env2, sg2 = _profile(opts.explain_change)
-        other = plan(facts, env2, cmd, profile_sglang=sg2, observed=observed).to_dict()
+        other = plan(facts, env2, cmd, sglang_version=version, profile_sglang=sg2, observed=observed).to_dict()
         doc["explain_change"] = {"profile": opts.explain_change, **compare(doc, other)}
         term.report(render_compare(opts.explain_change, doc["explain_change"]), stream)
     if opts.plot:

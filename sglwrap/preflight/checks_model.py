@@ -443,11 +443,17 @@ def parallel_problems(shape: ModelShape, cfg: Mapping[str, Any], *, tp: int, pp:
                 out.append((f"SGLANG_PP_LAYER_PARTITION={part} must list {pp} stages summing to {layers} layers "
                             "(srt/distributed/utils.py:123-133 get_pp_indices, 0.5.23)",
                             "fix the partition list or unset it (SGLang then splits evenly)"))
-    out += block_quant_problems(shape, cfg, tp=tp, ep=moe_ep)
+    if moe_ep > 1 and tp % moe_ep:
+        out.append((f"--tp-size {tp} is not divisible by the EP size {moe_ep}: SGLang raises 'tp_size {tp} must be "
+                    f"divisible by ep_size {moe_ep}' (model_runner_components/moe_ep_setup.py:150, 0.5.23)",
+                    f"use an --ep-size that divides {tp}"))
+    shared_tp1 = (environ.get("SGLANG_SHARED_EXPERT_TP1") or "").strip().lower() in ("1", "true", "yes", "on")
+    out += block_quant_problems(shape, cfg, tp=tp, ep=moe_ep, shared_tp1=shared_tp1)
     return out
 
 
-def block_quant_problems(shape: ModelShape, cfg: Mapping[str, Any], *, tp: int, ep: int) -> list[tuple[str, str]]:
+def block_quant_problems(shape: ModelShape, cfg: Mapping[str, Any], *, tp: int, ep: int,
+                         shared_tp1: bool = False) -> list[tuple[str, str]]:
     """Block-FP8 checkpoints (``weight_block_size`` [n, k]): every TP shard of an MLP weight must hold whole blocks;
     Fp8LinearMethod / Fp8MoEMethod raise ValueError otherwise (srt/layers/quantization/fp8.py:593-611 linear,
     :1585-1601 MoE, 0.5.23). Shared experts are plain TP layers even with EP (sgl-project/sglang#10852)."""
@@ -469,7 +475,7 @@ def block_quant_problems(shape: ModelShape, cfg: Mapping[str, Any], *, tp: int, 
     if shape.is_moe:
         parts.append(("routed experts' moe_intermediate_size", shape.moe_intermediate_size, max(tp // max(ep, 1), 1)))
         shared = tc.get("shared_expert_intermediate_size")
-        if shared and "shared_expert" not in skip:
+        if shared and "shared_expert" not in skip and not shared_tp1:
             parts.append(("shared_expert_intermediate_size", int(shared), tp))
     elif shape.intermediate_size:
         parts.append(("intermediate_size", shape.intermediate_size, tp))
@@ -483,9 +489,11 @@ def block_quant_problems(shape: ModelShape, cfg: Mapping[str, Any], *, tp: int, 
             ok = [t for t in (1, 2, 4, 8, 16) if t <= tp and size % t == 0 and (size // t) % bn == 0
                   and (size // t) % bk == 0]
             out.append((f"{shape.name} is block-FP8 ({bn}x{bk}) and its {what} {size} / {shards} = {per} per GPU "
-                        f"is not a multiple of {bad}: SGLang raises 'The output_size of gate's and up's weight = "
-                        f"{per} is not divisible by weight quantization block_n = {bn}' "
-                        "(srt/layers/quantization/fp8.py:1585-1601, 0.5.23)",
+                        f"is not a multiple of {bad}: SGLang raises ValueError before loading ('For quantized MoE "
+                        "models, please make sure (moe_intermediate_size / moe_tp_size) % weight_block_size_n == 0', "
+                        "model_runner_components/moe_ep_setup.py:140-175 in 0.5.23) or while creating the weights "
+                        f"('The output_size of gate's and up's weight = {per} is not divisible by weight quantization "
+                        f"block_n = {bn}', srt/layers/quantization/fp8.py:1585-1601)",
                         f"use --tp-size {max(ok) if ok else 1}" + (" (with --dp-size/--ep-size for more GPUs)"
                                                                    if ok else "")))
     return out

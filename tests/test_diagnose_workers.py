@@ -105,3 +105,14 @@ def test_mamba_state_is_its_own_number(tmp_path: Path, capsys: pytest.CaptureFix
                           "ssm_state size: 12.10GB\n")
     _rc, rep = _run(tmp_path, capsys, text)
     assert rep["ranks"][0]["mamba_state_gib"] == 12.4
+
+
+def test_text_report_has_a_row_for_the_draft(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "x.log"
+    p.write_text(SPEC)
+    from sglwrap.cli import main as cli
+
+    assert cli(["diagnose", str(p)]) == 0
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith("TP0 draft"))
+    assert "2.15" in row and "60.50" in row

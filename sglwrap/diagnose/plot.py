@@ -67,10 +67,15 @@ def _draw(ax: Any, report: Report, ranks: list[tuple[str, RankMemory]], title: s
     return used
 
 
+def _name(r: RankMemory) -> str:
+    label = r.label if r.label != "-" else "untagged rank"
+    return f"{r.node}:{label}" if r.node else label
+
+
 def render_png(report: Report) -> bytes:
     """The plot as PNG bytes: the target's workers on top, the draft workers (if any) below."""
     plt = pyplot(exit_code=2)
-    target = [(f"{r.node}:{r.label}" if r.node else r.label, r) for r in report.ranks]
+    target = [(_name(r), r) for r in report.ranks]
     draft = [(f"{n} draft", r.draft) for n, r in target if r.draft is not None]
     rows = 2 if draft else 1
     fig, axes = plt.subplots(rows, 1, figsize=(10, 4.5 * rows), dpi=100, squeeze=False)

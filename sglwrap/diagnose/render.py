@@ -95,6 +95,8 @@ def to_text(rep: Report) -> str:
     for r in rep.ranks[:64]:
         name = f"{r.node}:{r.label}" if r.node else r.label
         rows.append((name, r.stage, *(_cell(getattr(r, k)) for k in keys)))
+        if r.draft is not None:  # the speculative-decoding draft worker of the same rank, on its own row
+            rows.append((f"{name} draft", r.draft.stage, *(_cell(getattr(r.draft, k)) for k in keys)))
     if len(rep.ranks) > 64:
         rows.append((f"... {len(rep.ranks) - 64} more", *([""] * 9)))
     if len(rows) > 1:

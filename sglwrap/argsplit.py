@@ -84,3 +84,14 @@ def wants_help(argv: Sequence[str]) -> bool:
     """``-h``/``--help`` among the options before ``--``."""
     pre = list(argv[: list(argv).index("--")]) if "--" in argv else list(argv)
     return "-h" in pre or "--help" in pre
+
+
+def refuse_misplaced_own(sglang_args: Sequence[str], own_options: Mapping[str, bool], verb: str) -> None:
+    """One of sglwrap's own options among SGLang's arguments can only have come after ``--`` (before it, it is
+    taken as sglwrap's), and SGLang has none of them (tested): say where it belongs instead of letting SGLang's
+    parser guess a "did you mean" among its own flags."""
+    for tok in sglang_args:
+        name = tok.split("=", 1)[0]
+        if name in own_options:
+            raise UsageError(f"{verb}: {name} comes after `--`, where every argument is SGLang's, and SGLang has no "
+                             f"{name}; put sglwrap's {name} before `--`")

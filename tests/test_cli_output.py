@@ -241,3 +241,16 @@ def test_memory_without_a_gpu_suggests_an_assume_that_works() -> None:
     assert m, res.stderr
     ok = run_sglwrap("memory", *m.group(1).split(), "--", "--model-path", "Qwen3-8B", "--tp-size", "2")
     assert ok.returncode in (0, 1) and "verdict:" in ok.stdout, ok.stderr
+
+
+@pytest.mark.parametrize(("verb", "own"), [
+    (["launch", "--dry-run"], "--dry-run"), (["preflight"], "--json"), (["memory"], "--json"),
+    (["systemd-unit"], "--notify")])
+def test_an_own_option_after_the_double_dash_is_named_and_moving_it_works(verb: list[str], own: str) -> None:
+    tail = ["--model-path", "Qwen3-8B", "--tp-size", "2"]
+    res = run_sglwrap(*verb, "--assume", "2xH200", "--", *tail, own) if verb[0] != "systemd-unit" else \
+        run_sglwrap(*verb, "--", *tail, own)
+    assert res.returncode == 64
+    assert "before `--`" in res.stderr and own in res.stderr and "did you mean" not in res.stderr
+    moved = run_sglwrap(*verb, own, *(["--assume", "2xH200"] if verb[0] != "systemd-unit" else []), "--", *tail)
+    assert moved.returncode in (0, 1), moved.stderr

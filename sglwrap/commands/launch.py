@@ -64,6 +64,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> L.LaunchOptio
     own, _ = split_own_args(head, None)
     table = _table(own.get("--assume-stack"))[1]
     own, sglang_args = split_own_args(head, table)
+    argsplit.refuse_misplaced_own(sglang_args, OWN_OPTIONS, "launch")
     profile = own.get("--profile") or os.environ.get("SGLWRAP_PROFILE") or "baseline"
     return L.LaunchOptions(profile=profile, sglang_args=tuple(sglang_args), dry_run=bool(own.get("--dry-run")),
                            json=bool(own.get("--json")), assume=own.get("--assume"),

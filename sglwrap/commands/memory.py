@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sglwrap.argsplit import split_own_args
+from sglwrap.argsplit import refuse_misplaced_own, split_own_args
 from sglwrap.errors import ConfigError, UsageError
 
 # sglwrap's own options (exact names only; none equals an SGLang flag) -> takes a value
@@ -73,6 +73,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> MemoryOptions
     if "-h" in pre or "--help" in pre:
         parser.parse_args(["memory", "--help"])
     own, sglang = split_own_args(head, OWN_OPTIONS, None, "memory")
+    refuse_misplaced_own(sglang, OWN_OPTIONS, "memory")
     return MemoryOptions(
         sglang_args=tuple(sglang), json=bool(own.get("--json")), assume=own.get("--assume"),
         assume_stack=own.get("--assume-stack"), profile=own.get("--profile") or os.environ.get("SGLWRAP_PROFILE"),

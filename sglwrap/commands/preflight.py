@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sglwrap.argsplit import split_own_args
+from sglwrap.argsplit import refuse_misplaced_own, split_own_args
 
 # sglwrap's own options here: name -> takes a value. None may equal an SGLang flag (checked in the tests).
 OWN_OPTIONS: dict[str, bool] = {
@@ -65,6 +65,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> PreflightOpti
     if "-h" in pre or "--help" in pre:
         parser.parse_args(["preflight", "--help"])
     own, sglang_args = split_args(head)
+    refuse_misplaced_own(sglang_args, OWN_OPTIONS, "preflight")
     return PreflightOptions(
         profile=own.get("--profile"), sglang_args=tuple(sglang_args), json=bool(own.get("--json")),
         assume=own.get("--assume"), assume_stack=own.get("--assume-stack"), force=bool(own.get("--force")),

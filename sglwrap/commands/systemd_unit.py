@@ -56,7 +56,7 @@ def add_parser(sub: Any) -> None:
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> UnitOptions:
     """sglwrap's exact option names are ours; everything else is SGLang's (the CLI calls this, not parse_args)."""
-    from sglwrap.argsplit import split_own_args, wants_help
+    from sglwrap.argsplit import refuse_misplaced_own, split_own_args, wants_help
 
     head = list(argv[1:])
     if wants_help(head):
@@ -66,6 +66,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> UnitOptions:
 
     # with SGLang's flag table, a value that looks like our option (--served-model-name --notify) stays SGLang's
     own, sglang_args = split_own_args(head, OWN_OPTIONS, flag_table(), "systemd-unit")
+    refuse_misplaced_own(sglang_args, OWN_OPTIONS, "systemd-unit")
     watchdog = own.get("--watchdog-sec")
     if watchdog is not None:
         try:

@@ -98,7 +98,8 @@ def fatal_failures(nodes: tuple[NodeLog, ...]) -> list[Failure]:
 
 
 def _is_fatal(f: Failure) -> bool:
-    return f.kind != "crash" or "Traceback" not in f.text
+    # a bare "Traceback (most recent call last):" may be logged and survived; "<Proc> hit an exception" never is
+    return f.kind != "crash" or "Traceback" not in f.text or "hit an exception" in f.text
 
 
 def primary(failures: list[Failure]) -> Failure | None:

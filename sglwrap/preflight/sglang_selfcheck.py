@@ -210,9 +210,13 @@ def check_sglang_selfcheck(ctx: Context) -> Verdict:
                          f"up to {SELFCHECK_TIMEOUT_S} s)…\n")
         env = {**os.environ, **sglang_env}
         res = run_child(python, spec, env)
-        if res.get("ok") is not None:  # a harness failure is not cached: it may pass next time
+        # every outcome is cached, a timeout too: a warm preflight never waits for the child again (the key holds
+        # the release, the argv, the config and this harness, so a change of any of them runs it anew)
+        try:
             cache.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(cache, json.dumps(res), mode=0o644)
+        except OSError:
+            pass
     return selfcheck_verdict(res, version, cached=cached)
 
 

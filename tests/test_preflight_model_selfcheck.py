@@ -80,3 +80,11 @@ def test_off_switch_and_pytest_default(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.delenv("SGLWRAP_SELFCHECK")
     r = run_preflight(facts, None, ["--model-path", "Llama-3.1-8B"], flags=table, checks=(check_sglang_selfcheck,))
     assert r.checks[0].status is Status.SKIP and "under pytest" in r.checks[0].reason
+
+
+def test_a_bare_assert_is_shown_by_its_source_line() -> None:
+    res = {"ok": False, "kind": "AssertionError", "message": "", "sglang": True, "stage": "resolve_once",
+           "where": "/x/sglang/srt/arg_groups/parallel_hook.py:326",
+           "line": "assert cfg.tp_size % cfg.dp_size == 0"}
+    v = selfcheck_verdict(res, "0.5.23")
+    assert v.status is Status.BLOCK and "assert cfg.tp_size % cfg.dp_size == 0" in v.reason

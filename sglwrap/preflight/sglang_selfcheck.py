@@ -100,7 +100,7 @@ except BaseException as e:
     where = f"{frame.filename}:{frame.lineno}" if frame else "?"
     ours = bool(frame) and "/sglang/" in frame.filename and "/torch/" not in frame.filename
     emit(ok=False, kind=type(e).__name__, message=str(e)[:2000], where=where, sglang=ours,
-         tail=traceback.format_exc()[-1500:])
+         line=(frame.line or "") if frame else "", tail=traceback.format_exc()[-1500:])
 '''
 
 
@@ -227,7 +227,7 @@ def selfcheck_verdict(res: Mapping[str, Any], version: str, *, cached: bool = Fa
     if res.get("ok"):
         return Verdict(cid, Status.PASS, f"SGLang {version}'s own argument checks and ModelConfig accept this command "
                        f"line (run on CPU with the plan's GPU facts){how}")
-    msg = " ".join(str(res.get("message") or "").split())
+    msg = " ".join(str(res.get("message") or "").split()) or " ".join(str(res.get("line") or "").split())
     where = str(res.get("where") or "")
     short = where.split("/sglang/", 1)[-1] if "/sglang/" in where else where
     if res.get("ok") is False and res.get("sglang") and res.get("kind") in USER_ERRORS:

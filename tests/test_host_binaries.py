@@ -73,7 +73,7 @@ def test_package_arches_walks_a_wheel_and_caches_by_stat(tmp_path: Path) -> None
     cache: dict[str, object] = {}
     got = binaries.package_arches([str(site)], cache)
     assert got == {"sgl-kernel": ["sm_80", "sm_100a", "sm_120a"]}
-    assert len(cache) == 2
+    assert sum(1 for k in cache if ".so|" in k) == 2  # one entry per shared object (plus the per-package one)
     (site / "sgl_kernel" / "flash_ops.abi3.so").unlink()
     make_elf(site / "sgl_kernel" / "flash_ops.abi3.so", [(2, 86, 0x8011), (2, 89, 0x8011)])
     os.utime(site / "sgl_kernel" / "flash_ops.abi3.so", (1, 1))  # a new mtime: read again, not from the cache

@@ -139,7 +139,7 @@ def test_corpus_size_and_kinds() -> None:
     docs = [_load(p) for p in FILES if p.name.startswith("k")]
     failures = [d for d in docs if d.get("kind") == "failure"]
     working = [d for d in docs if d.get("kind") == "working"]
-    assert len(failures) >= 50 and len(working) >= 30
+    assert len(failures) >= 60 and len(working) >= 30
     for d in failures:
         assert d.get("error") and d.get("fix"), d["id"]
 

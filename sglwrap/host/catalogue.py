@@ -66,6 +66,8 @@ _CAT: tuple[CatalogueGpu, ...] = (
                  "nvidia-smi memory.total in public reports; GeForce: PCIe P2P disabled by the driver"),
     CatalogueGpu("RTX-4090", "NVIDIA GeForce RTX 4090", 24564, (8, 9), "pcie", 0, False,
                  "nvidia-smi 24564MiB (RLinf/RLinf issue 255); GeForce: PCIe P2P disabled by the driver"),
+    CatalogueGpu("RTX-5060", "NVIDIA GeForce RTX 5060", 8151, (12, 0), "pcie", 0, False,
+                 "8 GB datasheet capacity (8151MiB assumed, no public nvidia-smi total found); SM120; GeForce: PCIe P2P disabled"),
     CatalogueGpu("RTX-5060-Ti", "NVIDIA GeForce RTX 5060 Ti", 16384, (12, 0), "pcie", 0, False,
                  "16 GB datasheet capacity (no public nvidia-smi total found); SM120; GeForce: PCIe P2P disabled"),
     CatalogueGpu("RTX-5070", "NVIDIA GeForce RTX 5070", 12227, (12, 0), "pcie", 0, False,

@@ -362,3 +362,12 @@ def test_python_deps_skip_an_assumed_release() -> None:
     r = run_preflight(facts("0.4.9"), None, ["--model-path", "Llama-3.1-8B"], flags=bundled_table("0.4.9"),
                       checks=(check_python_deps,))
     assert r.checks[0].status is Status.SKIP and "not the installed release" in r.checks[0].reason
+
+
+def test_only_a_kernel_older_than_sglangs_pin_blocks() -> None:
+    from sglwrap.preflight.deps import PinProblem, below_minimum
+
+    assert below_minimum(PinProblem("sglang-kernel==0.4.9", "0.4.8"))
+    assert not below_minimum(PinProblem("sglang-kernel==0.4.9", "0.4.10"))  # SGLang checks a minimum only
+    assert below_minimum(PinProblem("flashinfer-python>=0.7.2", None))
+    assert not below_minimum(PinProblem("flashinfer-python<0.7", "0.7.2"))

@@ -27,8 +27,26 @@ from packaging.version import InvalidVersion, Version
 
 from sglwrap.preflight.model import Context, Status, Verdict
 
-# Pins whose mismatch breaks the launch itself (an import or a kernel ABI), not an optional feature.
-HARD_PINS = frozenset({"torch", "transformers", "sglang-kernel", "sgl-kernel", "flashinfer-python", "triton"})
+# Packages SGLang itself refuses to start with when older than its pin: ``assert_pkg_version`` in
+# srt/entrypoints/engine.py:1947-1966 (0.5.23; skipped with SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK). Other unmet pins
+# (torch, transformers, ...) are warnings: they break some setups and not others.
+HARD_PINS = frozenset({"sglang-kernel", "sgl-kernel", "flashinfer-python"})
+
+
+def below_minimum(p: PinProblem) -> bool:
+    """Whether the installed version is below a lower bound of the pin (``>=``, ``==``, ``~=``, ``>``): what
+    SGLang's own ``assert_pkg_version(name, min)`` refuses (a newer kernel than the pin passes it)."""
+    if p.installed is None:
+        return True
+    try:
+        have = Version(p.installed)
+        for spec in Requirement(p.requirement).specifier:
+            if spec.operator in (">=", "==", "~=", ">", "===") and "*" not in spec.version \
+                    and have < Version(spec.version):
+                return True
+    except (InvalidVersion, InvalidRequirement):
+        return False
+    return False
 
 
 @dataclass(frozen=True)
@@ -256,8 +274,9 @@ def check_python_deps(ctx: Context) -> Verdict:
     python = target_python(ctx.environ)
     versions, requires, dirs = _environment(python)
     problems = unmet_requirements(requires, versions)
-    hard = [p for p in problems if p.name in HARD_PINS]
-    soft = [p for p in problems if p.name not in HARD_PINS]
+    skip_check = (ctx.env("SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK") or "").strip().lower() in ("1", "true")
+    hard = [p for p in problems if p.name in HARD_PINS and below_minimum(p) and not skip_check]
+    soft = [p for p in problems if p not in hard]
     parts: list[str] = []
     status = Status.PASS
     fix: list[str] = []

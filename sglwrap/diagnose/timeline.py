@@ -271,8 +271,12 @@ class TimelineBuilder:
         after = r.v.get("avail_after_weights_gib")
         if after is not None:
             avail = ev.values["avail"]
+            # With speculative decoding in the server args, a second weight load of the same launch is the draft's
+            # (a shared GPU may have freed memory meanwhile); without server args, only a load that starts with no
+            # more free memory than the target left is one.
+            spec_known = "speculative_algorithm" in self.server_args
             if (r.draft is None and self._may_be_draft(r) and isinstance(avail, float)
-                    and avail <= float(after) + DRAFT_SLACK_GIB):
+                    and (spec_known or avail <= float(after) + DRAFT_SLACK_GIB)):
                 r.draft = _Rank(self.node, r.label)
                 r.in_draft = True
             elif not r.in_draft:

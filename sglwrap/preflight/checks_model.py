@@ -70,8 +70,9 @@ def _load(model_path: str) -> ModelFacts | str:
         cfg = json.loads(path.read_text(encoding="utf-8"))
         shape = shape_from_config(cfg, name=model_path.rstrip("/").rsplit("/", 1)[-1], source=source,
                                   directory=str(path.parent))
-    except UsageError as e:
-        return str(e)
+    except UsageError:
+        return (f"--model-path {model_path}: no config.json (not a local directory, not in the offline Hugging Face "
+                "cache, not a built-in config)")
     except (OSError, json.JSONDecodeError, ConfigError) as e:
         return f"--model-path {model_path}: cannot read its config.json ({e})"
     return ModelFacts(config=cfg, source=source, shape=shape, directory=path.parent)

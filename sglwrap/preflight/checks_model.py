@@ -273,7 +273,7 @@ def arch_verdict(archs: list[str], registered: frozenset[str], version: str, whe
     if hit:
         return Verdict(cid, Status.PASS, f"SGLang {version} registers {hit[0]} ({where})")
     firsts = {a: first_release_with(a, catalogue) for a in archs}
-    named = [f"{a} (first in {r})" for a, r in firsts.items() if r]
+    named = [f"{a} (first in {r} of the releases sglwrap has data for)" for a, r in firsts.items() if r]
     since = min((r for r in firsts.values() if r), default=None, key=_vkey)
     later = f"; {', '.join(named)}" if named else "; no release sglwrap knows registers it"
     fix = f"upgrade SGLang to >= {since}" if since else "use a model SGLang supports"

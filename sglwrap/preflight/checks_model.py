@@ -405,9 +405,10 @@ def parallel_problems(shape: ModelShape, cfg: Mapping[str, Any], *, tp: int, pp:
     out: list[tuple[str, str]] = []
     attn_tp = tp // attn_dp if attn_dp > 1 and tp % attn_dp == 0 else tp
     if attn_dp > 1 and tp % attn_dp:
-        out.append((f"--tp-size {tp} is not divisible by the attention-DP size {attn_dp}: SGLang asserts 'tp_size "
-                    "must be divisible by attn_dp_size' (srt/arg_groups/parallel_hook.py:162, 0.5.23; "
-                    "server_args.py 'dp_size' checks before)", f"use a --dp-size that divides {tp}"))
+        out.append((f"--tp-size {tp} is not divisible by the attention-DP size {attn_dp}: SGLang asserts "
+                    "'cfg.tp_size % cfg.attn_dp_size == 0' (srt/arg_groups/parallel_hook.py:326 in 0.5.23; "
+                    "'self.tp_size % self.dp_size == 0' in server_args.py since 0.3.6, :640 in 0.5.2)",
+                    f"use a --dp-size that divides {tp}"))
     what = f"attention TP {attn_tp} (tp {tp} / attn-dp {attn_dp})" if attn_dp > 1 else f"--tp-size {tp}"
     heads, kv = shape.num_attention_heads, shape.num_kv_heads
     divisors = [d for d in range(1, 2 * max(heads, 1) + 1) if heads % d == 0]

@@ -127,3 +127,12 @@ def test_sglangs_own_checks_run_for_real_then_from_the_cache(monkeypatch: pytest
     monkeypatch.setenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1")
     _, allowed, _ = preflight(*argv)
     assert by_id(allowed)["sglang-selfcheck"]["status"] == "pass"
+
+
+@requires_sglang
+def test_launch_is_gated_by_the_model_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    from sglwrap.cli import main
+
+    code = main(["launch", "--dry-run", "--assume", "8xH200", "--", "--model-path", "Llama-3.1-8B", "--tp-size", "6"])
+    err = capsys.readouterr().err
+    assert code == 78 and "model-parallel" in err and "32 attention heads" in err and "nothing was started" in err

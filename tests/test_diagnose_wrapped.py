@@ -120,3 +120,14 @@ def test_a_new_timestamped_line_is_not_glued_to_an_error(tmp_path: Path, capsys:
                    "[2025-03-08 12:29:42 TP0] Load weight begin. avail mem=78.50 GB\n")
     _rc, rep = _run(tmp_path, capsys, text)
     assert rep["ranks"][0]["avail_before_weights_gib"] == 78.5
+
+
+def test_no_kv_without_readings_at_a_high_fraction_offers_the_last_step_then_weights(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _rc, rep = _run(tmp_path, capsys, "ValueError: Loaded weights leave no GPU memory for the KV cache under "
+                                      "--mem-fraction-static=0.9.\n")
+    assert (rep["outcome"], rep["stage"]) == ("oom", "kv_pool")
+    assert rep["fix"].startswith("--mem-fraction-static 0.95") and "--tp" in rep["fix"]
+    _rc, rep = _run(tmp_path, capsys, "ValueError: Loaded weights leave no GPU memory for the KV cache under "
+                                      "--mem-fraction-static=0.6.\n")
+    assert rep["fix"].startswith("raise --mem-fraction-static above 0.6")

@@ -206,8 +206,21 @@ def _kv_cause(main: Failure, b: Budget, args: dict[str, object], nodes: tuple[No
     if b.p is None or b.a is None or b.w is None:
         parts.append("the log does not show free memory before and after weight loading, so the budget "
                      "cannot be recomputed")
-        return ". ".join(parts) + ".", ("raise --mem-fraction-static, or reduce per-GPU weights (more GPUs via "
-                                         "--tp, or quantization)"), None
+        if b.f is not None and b.f >= 0.9:
+            parts.append(f"--mem-fraction-static is already {b.f:g}: the weights for one GPU (with any draft model) "
+                         "nearly fill it")
+            if b.f < MAX_SANE_FRACTION:
+                fix = (f"--mem-fraction-static {MAX_SANE_FRACTION:g} (the most that still leaves room for CUDA graphs); "
+                       "if that fails too, reduce the per-GPU weights (more GPUs via --tp, a quantized checkpoint, a "
+                       "smaller draft)")
+            else:
+                fix = ("reduce the per-GPU weights (more GPUs via --tp, a quantized checkpoint, a smaller draft); "
+                       f"--mem-fraction-static {b.f:g} leaves nothing to raise")
+            return "; ".join(parts) + ".", fix, None
+        fix = ("raise --mem-fraction-static from the value this launch used" if b.f is None else
+               f"raise --mem-fraction-static above {b.f:g}") + " (the log does not show by how much), or reduce " \
+            "per-GPU weights (more GPUs via --tp, or quantization)"
+        return ". ".join(parts) + ".", fix, None
     f = b.f
     if f is None:
         parts.append(f"weights took {_g(b.w)} GiB of the {_g(b.p)} GiB free before loading "

@@ -59,7 +59,7 @@ for a in p._actions:
         nargs = 1
     flags.append({
         "options": list(a.option_strings), "dest": a.dest, "nargs": nargs, "action": type(a).__name__,
-        "type": type_name(a.type),
+        "type": type_name(a.type) if a.type is not None or nargs == 0 else "str",
         "choices": [jsonable(c) for c in a.choices] if a.choices else None,
         "new_flag": getattr(a, "new_flag", None), "required": bool(a.required),
         "const": jsonable(a.const),
@@ -205,7 +205,8 @@ def target_release(python: str | None = None, assume_version: str | None = None,
 
 
 def _installed_table(python: str, version: str, environ: dict[str, str] | None) -> FlagTable:
-    key = hashlib.sha256(os.path.realpath(python).encode()).hexdigest()[:10]
+    # keyed by the interpreter and by this introspection script, so a newer sglwrap never reads an older reading
+    key = hashlib.sha256((os.path.realpath(python) + _INTROSPECT).encode()).hexdigest()[:10]
     cached = cache_dir(environ) / "sglang" / f"flags-{version}-{key}.json"
     if cached.is_file():
         try:

@@ -371,3 +371,16 @@ def test_only_a_kernel_older_than_sglangs_pin_blocks() -> None:
     assert not below_minimum(PinProblem("sglang-kernel==0.4.9", "0.4.10"))  # SGLang checks a minimum only
     assert below_minimum(PinProblem("flashinfer-python>=0.7.2", None))
     assert not below_minimum(PinProblem("flashinfer-python<0.7", "0.7.2"))
+
+
+def test_a_draft_model_the_release_does_not_register(tmp_path: Path) -> None:
+    draft = llama_like(tmp_path, "draft", architectures=["MadeUpForCausalLMEagle9"], num_hidden_layers=1)
+    v = run(["--model-path", "Qwen3-8B", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
+             draft])["speculative"]
+    assert v.status is Status.BLOCK and "draft model" in v.reason and "MadeUpForCausalLMEagle9" in v.reason
+    ok = llama_like(tmp_path, "ok", architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1)
+    assert "LlamaForCausalLMEagle3" in json.loads(
+        (Path(cm.__file__).parents[1] / "data" / "sglang" / "sglang-0.5.23.json").read_text())["architectures"]
+    v = run(["--model-path", "Qwen3-8B", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
+             ok])["speculative"]
+    assert v.status is Status.PASS

@@ -644,8 +644,9 @@ def check_speculative(ctx: Context) -> Verdict:
     algo = str(algo).upper()
     if algo not in ("EAGLE", "EAGLE3", "NEXTN", "MTP"):
         return Verdict(cid, Status.PASS, f"--speculative-algorithm {algo}: not checked against the model")
-    if ctx.args.get("speculative_draft_model_path"):
-        return Verdict(cid, Status.PASS, f"{algo} with draft {ctx.args.get('speculative_draft_model_path')}")
+    draft = ctx.args.get("speculative_draft_model_path")
+    if draft:
+        return draft_verdict(ctx, algo, str(draft))
     mf = model_facts(ctx)
     if isinstance(mf, str):
         return Verdict(cid, Status.SKIP, mf)
@@ -667,3 +668,18 @@ def check_speculative(ctx: Context) -> Verdict:
     return Verdict(cid, Status.BLOCK, f"--speculative-algorithm {algo} without --speculative-draft-model-path: {why}; "
                    "SGLang loads the target as its own draft and fails at startup (sgl-project/sglang#36528)",
                    "pass --speculative-draft-model-path <a draft model for this target>")
+
+
+def draft_verdict(ctx: Context, algo: str, draft: str) -> Verdict:
+    """A draft model whose config.json can be found must be an architecture the release registers (EAGLE drafts
+    are classes of their own, e.g. ``LlamaForCausalLMEagle3``); otherwise the draft path is taken on trust."""
+    cid = "speculative"
+    df = _load(draft)
+    if isinstance(df, str):
+        return Verdict(cid, Status.PASS, f"{algo} with draft {draft} (its config.json is not here to check)")
+    version = target_version(ctx)
+    reg = release_architectures(ctx, version)
+    if reg is None or not df.architectures or any(a in reg[0] for a in df.architectures):
+        return Verdict(cid, Status.PASS, f"{algo} with draft {draft} ({', '.join(df.architectures) or '?'})")
+    v = arch_verdict(df.architectures, reg[0], version, reg[1], architectures_catalogue())
+    return dataclasses.replace(v, id=cid, reason=f"draft model {draft}: {v.reason}")

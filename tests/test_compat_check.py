@@ -116,3 +116,17 @@ def test_live_host_without_gpu_blocks_unless_device_says_otherwise() -> None:
 def test_entry_count_and_sources() -> None:
     es = entries()
     assert len(es) >= 80 and all(e.sources for e in es)
+
+
+def test_sglang_missing_blocks_only_on_the_live_host() -> None:
+    """The dev interpreter has no SGLang: a live NVML host blocks, a catalogue or captured host (another machine) warns,
+    and --assume-stack sglang=X passes."""
+    def status(f: HostFacts) -> Status:
+        r = run_preflight(f, None, ("--model-path", "m"), flags=bundled_table("0.5.23"))
+        return next(v for v in r.checks if v.id == "sglang-installed").status
+
+    cat = facts("1xH200")
+    assert status(cat) is Status.WARN
+    assert status(dataclasses.replace(cat, source="capture:box")) is Status.WARN
+    assert status(dataclasses.replace(cat, source="nvml")) is Status.BLOCK
+    assert status(facts("1xH200", sglang="0.5.23")) is Status.PASS

@@ -128,7 +128,7 @@ def check_nvml_live(ctx: Context) -> Verdict:
 
 def check_sglang_installed(ctx: Context) -> Verdict:
     """The target interpreter must have SGLang: without it the launch exits at once. Planning with --assume-stack
-    sglang=X (or a catalogue host) only warns."""
+    sglang=X passes; planning for a catalogue or captured host only warns."""
     cid, st = "sglang-installed", ctx.stack
     assumed = (ctx.facts.probes.get("assume_stack") or {}).get("sglang")
     if assumed:
@@ -139,6 +139,6 @@ def check_sglang_installed(ctx: Context) -> Verdict:
     why = (f"SGLang is not installed for the target interpreter (SGLWRAP_PYTHON or this python); the plan uses "
            f"SGLang {planned}'s bundled flag data")
     fix = "pip install sglang into the interpreter that will run it, or point SGLWRAP_PYTHON at one that has it"
-    if ctx.facts.source.startswith("catalogue:"):
+    if not ctx.facts.source.startswith("nvml"):  # a catalogue host or a captured/file host: another machine
         return Verdict(cid, Status.WARN, why + " (planning for another machine)", fix)
     return Verdict(cid, Status.BLOCK, why + ": the launch would fail before loading anything", fix)

@@ -98,5 +98,7 @@ def _show(name: str, as_json: bool) -> int:
     for k, mode in sorted(prof.features.items()):
         out.append(f"  feature {k}: {mode}  - {FEATURES[k].meaning}")
     out.append(f"  from: {' <- '.join(prof.sources)}")
-    sys.stdout.write("\n".join(out) + "\n")
+    from sglwrap import term
+
+    term.report("\n".join(out) + "\n")  # wrapped to a terminal's width
     return 0

@@ -58,6 +58,8 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session_cache:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     monkeypatch.setenv("XDG_CACHE_HOME", str(session_cache))
     monkeypatch.setenv("SGLWRAP_SYSTEM_PROFILE_DIR", str(tmp_path / "etc-sglwrap-profiles"))
+    # SGLang's own argument checks cost a cold SGLang import per new argv: only the tests of that check run them
+    monkeypatch.setenv("SGLWRAP_SELFCHECK", "0")
     for var in ("SGLWRAP_PROFILE_PATH", "SGLWRAP_PROFILE", "RUNTIME_DIRECTORY", "SGLWRAP_PYTHON",
                 "SGLWRAP_SERVER_MODULE", "SGLWRAP_QUIET", "NOTIFY_SOCKET"):
         monkeypatch.delenv(var, raising=False)

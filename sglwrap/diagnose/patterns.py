@@ -185,6 +185,25 @@ BENCH_DONE_RE: Final = re.compile(
     r"|Benchmark duration \(s\):"
 )
 WARMUP_RE: Final = re.compile(r"[Ww]armup|WARMUP")
+# A traceback frame inside SGLang ('File ".../sglang/srt/model_executor/model_runner.py", line 285, in load_model',
+# indented, flush left or behind a log prefix) names the startup step that failed even when the excerpt has no
+# progress line for it. Function and module names as in every release's source (SG-0.3.0 … SG-0.5.23:
+# model_runner.load_model / init_memory_pool / init_cuda_graphs | init_device_graphs, cuda_graph_runner.capture,
+# scheduler.event_loop_normal | event_loop_overlap[_disagg_*]).
+FRAME_RE: Final = re.compile(r'File "[^"]*sglang[^"]*?(?P<mod>\w+)\.py", line \d+, in (?P<fn>\w+)')
+FRAME_STAGE_FN: Final = {
+    "load_model": "weight_load", "get_model": "weight_load", "load_weights": "weight_load",
+    "load_weights_and_postprocess": "weight_load", "_load_weights": "weight_load",
+    "init_memory_pool": "kv_pool", "profile_max_num_token": "kv_pool",
+    "init_cuda_graphs": "cuda_graph", "init_device_graphs": "cuda_graph",
+}
+FRAME_STAGE_MOD: Final = {"cuda_graph_runner": "cuda_graph"}
+# The statement line under a frame: "    self.init_device_graphs()" names the step even when the callee's frame is cut off.
+CALL_RE: Final = re.compile(r"^\s*self\.(load_model|init_memory_pool|init_cuda_graphs|init_device_graphs)\(")
+# The scheduler checking a request (SG-0.4.x … SG-0.5.23 managers/scheduler.py validate_input_length).
+REQUEST_CHECK_RE: Final = re.compile(r"Input length \(\d+ tokens\) exceeds the maximum allowed length")
+# Weight loaders' own warnings ("Parameter model.layers.0.x not found in params_dict", SG-0.5.x models/*.py).
+PARAMS_DICT_RE: Final = re.compile(r"(?:Parameter|Weight) \S+ not found in params_dict")
 CRASH_GATES: Final = ("exception", "Exception in", "Initialization failed", "sigquit", "is dead", "Killed",
                       "Traceback")
 
@@ -204,7 +223,8 @@ KEYWORDS: Final[tuple[bytes, ...]] = (
     b"Error", b"xception", b"Traceback", b"server_args", b"worker-env", b"%|", b"Killed", b"sglang",
     b"SGLang", b"Initialization failed", b"sigquit", b"is dead", b"Init ", b"Use sliding",
     b"out of memory", b"calloc", b"OutOfResources", b"CUDA error", b"latency: ", b"Benchmark", b"CUBLAS_",
-    b"NCCL error", b"Pool ", b"Mamba Cache",
+    b"NCCL error", b"Pool ", b"Mamba Cache", b"params_dict", b"self.init_", b"self.load_model(",
+    b"maximum allowed length",
 )
 # SGLang's serving statistics and the HTTP access log: whole lines dropped before any keyword search.
 NOISE: Final[tuple[bytes, bytes, bytes]] = (b"Decode batch", b"Prefill batch", b'HTTP/1.1" ')
@@ -267,6 +287,16 @@ def parse_message(tags: str, msg: str) -> list[Event]:
         _parse_context(tags, msg, out)
         return [e if e.text else Event(e.kind, e.tags, e.values, msg) for e in out]
     _parse_memory(tags, msg, out)
+    if not out and 'File "' in msg and ", in " in msg:
+        _parse_frame(tags, msg, out)
+        if out:
+            return out
+    if not out and "self." in msg and (m := CALL_RE.match(msg)) is not None:
+        return [Event("frame", tags, {"stage": FRAME_STAGE_FN[m.group(1)]}, text=msg)]
+    if not out and "maximum allowed length" in msg and REQUEST_CHECK_RE.search(msg) is not None:
+        return [Event("frame", tags, {"stage": "serving"}, text=msg)]
+    if not out and "params_dict" in msg and PARAMS_DICT_RE.search(msg) is not None:
+        return [Event("frame", tags, {"stage": "weight_load"}, text=msg)]
     if not out and OUTCOME_GATE_RE.search(msg) is not None:
         _parse_outcome(tags, msg, out)
     if not out and ("Decode batch" in msg or "HTTP/1.1" in msg) and SERVED_RE.search(msg) is not None:
@@ -355,6 +385,20 @@ def _parse_memory(tags: str, msg: str, out: list[Event]) -> None:
         return
     if not tags and "%|" in msg and (m := TQDM_RE.search(msg)) is not None:
         out.append(Event("tqdm", tags, {"done": int(m.group(2)), "total": int(m.group(3))}))
+
+
+def _parse_frame(tags: str, msg: str, out: list[Event]) -> None:
+    """A traceback frame that names a startup step (or the scheduler's serving loop) as a ``frame`` event."""
+    if (m := FRAME_RE.search(msg)) is None:
+        return
+    fn = m.group("fn")
+    stage = FRAME_STAGE_FN.get(fn) or FRAME_STAGE_MOD.get(m.group("mod"))
+    if stage is None and fn.startswith("event_loop") and m.group("mod") == "scheduler":
+        stage = "serving"
+    if stage is None and fn.startswith("event_loop_overlap_disagg"):
+        stage = "serving"
+    if stage is not None:
+        out.append(Event("frame", tags, {"stage": stage}, text=msg))
 
 
 def _parse_outcome(tags: str, msg: str, out: list[Event]) -> None:
@@ -475,6 +519,11 @@ def _parse_context(tags: str, msg: str, out: list[Event]) -> None:
         return
     if ("glang" in msg or "GLang" in msg or "GLANG" in msg) and (m := VERSION_RE.search(msg)) is not None:
         out.append(Event("version", tags, {"version": m.group(1)}))
+    if '"launch.exec"' in msg:  # sglwrap's own journal line: node rank, node count and the argv it exec'd
+        start, end = msg.find("{"), msg.rfind("}")
+        if start != -1 and end > start:
+            out.append(Event("sglwrap_launch", tags, {"json": msg[start:end + 1]}))
+        return
     if "worker-env" in msg:
         start, end = msg.find('{"sglwrap"'), msg.rfind("}")
         if start != -1 and end > start:

@@ -33,12 +33,16 @@ class Run:
 
 
 def identity(node: NodeLog) -> tuple[object, ...] | None:
-    """What defines the launch a file logged; None when the file shows none of it."""
+    """What defines the launch a file logged; None when the file shows none of it. The profile hash counts only for
+    single-node launches: the nodes of one multi-node launch (same --dist-init-addr and --nnodes, other node ranks)
+    stay one run even when their profiles differ, because that difference is what diagnose must report."""
     args = tuple(node.server_args.get(k) for k in IDENTITY_ARGS)
     hashes = tuple(sorted({w.hash for w in node.workers if w.hash}))
     if not any(a is not None for a in args) and not hashes:
         return None
-    return args + hashes
+    multi = node.server_args.get("dist_init_addr") is not None and str(node.server_args.get("nnodes", 1)) not in (
+        "1", "None")
+    return args if multi else args + hashes
 
 
 def _node_rank(node: NodeLog) -> object:

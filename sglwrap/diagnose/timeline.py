@@ -8,7 +8,7 @@ memory lines) starts over, so an appended log describes its last attempt.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from sglwrap.diagnose.catalogue import VersionRange
@@ -138,7 +138,8 @@ _FIELDS: Final = (
 DRAFT_SLACK_GIB: Final = 1.0
 
 
-_NOT_CATALOGUED: Final = frozenset({"server_args", "version", "worker_env", "tqdm", "crash", "served", "http_up"})
+_NOT_CATALOGUED: Final = frozenset({"server_args", "version", "worker_env", "tqdm", "crash", "served", "http_up",
+                                    "sglwrap_launch"})
 
 
 class TimelineBuilder:
@@ -161,6 +162,8 @@ class TimelineBuilder:
         self.releases = VersionRange()
         self.first_ts: str | None = None
         self.last_ts: str | None = None
+        self._tb_stage: str | None = None  # the latest step named by the traceback frames being read
+        self._tb_open = False  # the last failure's traceback may still be arriving
 
     def _reset(self) -> None:
         self.ranks: dict[str, _Rank] = {}
@@ -184,6 +187,8 @@ class TimelineBuilder:
         """Apply one event."""
         if ev.kind not in _NOT_CATALOGUED:
             self.releases.feed(str(ev.values.get("kind", "")) if ev.kind == "error" else ev.kind, ev.text)
+        if ev.kind not in _TRACEBACK_KINDS:
+            self._tb_stage, self._tb_open = None, False
         handler = getattr(self, f"_on_{ev.kind}", None)
         if handler is not None:
             handler(ev)
@@ -242,6 +247,23 @@ class TimelineBuilder:
         ver = str(ev.values["version"])
         if ver not in self.versions and len(self.versions) < 16:
             self.versions.append(ver)
+
+    def _on_sglwrap_launch(self, ev: Event) -> None:
+        """sglwrap's ``launch.exec`` line: what it exec'd on which node, for grouping files into runs when SGLang's
+        own server_args line is not in the file (the launch's values never override SGLang's)."""
+        try:
+            obj = json.loads(str(ev.values["json"]))
+        except ValueError:
+            return
+        if not isinstance(obj, dict):
+            return
+        argv = [str(a) for a in obj.get("argv") or [] if isinstance(a, (str, int, float))]
+        for flag, key in (("--model-path", "model_path"), ("--dist-init-addr", "dist_init_addr")):
+            if flag in argv[:-1]:
+                self.server_args.setdefault(key, argv[argv.index(flag) + 1])
+        for key in ("node_rank", "nnodes"):
+            if isinstance(obj.get(key), int):
+                self.server_args.setdefault(key, obj[key])
 
     def _on_worker_env(self, ev: Event) -> None:
         try:
@@ -414,16 +436,29 @@ class TimelineBuilder:
 
     def _on_error(self, ev: Event) -> None:
         label = ev.tags or self._last_crash_label
-        self.failures.append(Failure(self.node, label, str(ev.values.get("kind")), ev.text,
-                                     self._stage_of(label, ev), self.came_up, dict(ev.values)))
-        del self.failures[:-64]
+        self._fail(Failure(self.node, label, str(ev.values.get("kind")), ev.text,
+                           self._stage_of(label, ev), self.came_up, dict(ev.values)))
 
     def _on_crash(self, ev: Event) -> None:
         if ev.tags:
             self._last_crash_label = ev.tags
-        self.failures.append(Failure(self.node, ev.tags, "crash", ev.text, self._stage_of(ev.tags, ev),
-                                     self.came_up, dict(ev.values)))
+        self._fail(Failure(self.node, ev.tags, "crash", ev.text, self._stage_of(ev.tags, ev),
+                           self.came_up, dict(ev.values)))
+
+    def _fail(self, f: Failure) -> None:
+        if self._tb_stage is not None:  # frames printed before the error line (a headerless traceback)
+            f = replace(f, stage=_later(f.stage, self._tb_stage))
+        self.failures.append(f)
         del self.failures[:-64]
+        self._tb_open = True
+
+    def _on_frame(self, ev: Event) -> None:
+        """A traceback frame naming a step: the failure it belongs to happened there (never moved back)."""
+        stage = str(ev.values["stage"])
+        self._tb_stage = stage if self._tb_stage is None else _later(self._tb_stage, stage)
+        if self._tb_open and self.failures:
+            last = self.failures[-1]
+            self.failures[-1] = replace(last, stage=_later(last.stage, stage))
 
     def _stage_of(self, label: str, ev: Event) -> str:
         if ev.values.get("warmup"):
@@ -446,6 +481,16 @@ class TimelineBuilder:
             attempts=max(self.attempts, 1), bench=self.bench, release_span=self.releases.span(),
             first_ts=self.first_ts, last_ts=self.last_ts,
         )
+
+
+_TRACEBACK_KINDS: Final = frozenset({"frame", "error", "crash"})
+
+
+def _later(stage: str, hint: str) -> str:
+    """``hint`` when it is a later startup step than ``stage``; a warmup failure stays a warmup failure."""
+    if stage == "warmup" or STAGES.index(hint) <= STAGES.index(stage):
+        return stage
+    return hint
 
 
 def _current_stage(r: _Rank) -> str:

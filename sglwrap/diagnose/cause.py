@@ -106,7 +106,9 @@ def primary(failures: list[Failure]) -> Failure | None:
     """The failure that explains the outcome best (SGLang's own memory errors before generic ones)."""
     if not failures:
         return None
-    return min(failures, key=lambda f: PRIORITY.index(f.kind) if f.kind in PRIORITY else len(PRIORITY))
+    # the parent's "Received sigquit from a child process" only echoes a child's failure: the child's own line wins
+    return min(failures, key=lambda f: (PRIORITY.index(f.kind) if f.kind in PRIORITY else len(PRIORITY),
+                                        "sigquit" in f.text))
 
 
 def _stage(f: Failure) -> str:

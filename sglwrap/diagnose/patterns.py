@@ -200,7 +200,7 @@ FRAME_STAGE_FN: Final = {
 FRAME_STAGE_MOD: Final = {"cuda_graph_runner": "cuda_graph"}
 # The statement line under a frame: "    self.init_device_graphs()" names the step even when the callee's frame is cut off.
 CALL_RE: Final = re.compile(r"^\s*self\.(load_model|init_memory_pool|init_cuda_graphs|init_device_graphs)\(")
-# The scheduler checking a request (SG-0.4.x … SG-0.5.23 managers/scheduler.py validate_input_length).
+# The scheduler checking a request (SG-0.4.3 … SG-0.5.23 managers/utils.py validate_input_length).
 REQUEST_CHECK_RE: Final = re.compile(r"Input length \(\d+ tokens\) exceeds the maximum allowed length")
 # Weight loaders' own warnings ("Parameter model.layers.0.x not found in params_dict", SG-0.5.x models/*.py).
 PARAMS_DICT_RE: Final = re.compile(r"(?:Parameter|Weight) \S+ not found in params_dict")

@@ -202,6 +202,9 @@ FRAME_STAGE_MOD: Final = {"cuda_graph_runner": "cuda_graph"}
 CALL_RE: Final = re.compile(r"^\s*self\.(load_model|init_memory_pool|init_cuda_graphs|init_device_graphs)\(")
 # The scheduler checking a request (SG-0.4.3 … SG-0.5.23 managers/utils.py validate_input_length).
 REQUEST_CHECK_RE: Final = re.compile(r"Input length \(\d+ tokens\) exceeds the maximum allowed length")
+# The weight loader's progress bar ("Loading safetensors checkpoint shards:   0% Completed | 0/2", SG-0.5.x
+# model_loader/weight_utils.py).
+SHARDS_RE: Final = re.compile(r"Loading \w+ checkpoint shards:")
 # Weight loaders' own warnings ("Parameter model.layers.0.x not found in params_dict", SG-0.5.x models/*.py).
 PARAMS_DICT_RE: Final = re.compile(r"(?:Parameter|Weight) \S+ not found in params_dict")
 CRASH_GATES: Final = ("exception", "Exception in", "Initialization failed", "sigquit", "is dead", "Killed",
@@ -224,7 +227,7 @@ KEYWORDS: Final[tuple[bytes, ...]] = (
     b"SGLang", b"Initialization failed", b"sigquit", b"is dead", b"Init ", b"Use sliding",
     b"out of memory", b"calloc", b"OutOfResources", b"CUDA error", b"latency: ", b"Benchmark", b"CUBLAS_",
     b"NCCL error", b"Pool ", b"Mamba Cache", b"params_dict", b"self.init_", b"self.load_model(",
-    b"maximum allowed length",
+    b"maximum allowed length", b"checkpoint shards",
 )
 # SGLang's serving statistics and the HTTP access log: whole lines dropped before any keyword search.
 NOISE: Final[tuple[bytes, bytes, bytes]] = (b"Decode batch", b"Prefill batch", b'HTTP/1.1" ')
@@ -295,6 +298,8 @@ def parse_message(tags: str, msg: str) -> list[Event]:
         return [Event("frame", tags, {"stage": FRAME_STAGE_FN[m.group(1)]}, text=msg)]
     if not out and "maximum allowed length" in msg and REQUEST_CHECK_RE.search(msg) is not None:
         return [Event("frame", tags, {"stage": "serving"}, text=msg)]
+    if not out and "checkpoint shards" in msg and SHARDS_RE.search(msg) is not None:
+        return [Event("frame", tags, {"stage": "weight_load"}, text=msg)]
     if not out and "params_dict" in msg and PARAMS_DICT_RE.search(msg) is not None:
         return [Event("frame", tags, {"stage": "weight_load"}, text=msg)]
     if not out and OUTCOME_GATE_RE.search(msg) is not None:

@@ -58,3 +58,11 @@ def test_loader_warnings_and_request_checks_name_their_step() -> None:
                    "(59862 tokens). Use a shorter input or enable --allow-auto-truncate.",
                    "[2025-03-03 06:49:28 TP5] Scheduler hit an exception: Traceback (most recent call last):"]) \
         == "serving"
+
+
+def test_an_exception_line_printed_before_its_report_shares_the_reports_step() -> None:
+    lines = ["AssertionError: Committed KV cache already freed (self.kv_committed_len=1)",
+             "[2026-06-15 14:10:59 TP7] Scheduler hit an exception: Traceback (most recent call last):",
+             SRT + 'managers/scheduler.py", line 9, in event_loop_overlap']
+    node = diagnose_lines("n", lines)
+    assert [f.stage for f in node.failures] == ["serving", "serving"]

@@ -189,13 +189,14 @@ WARMUP_RE: Final = re.compile(r"[Ww]armup|WARMUP")
 # indented, flush left or behind a log prefix) names the startup step that failed even when the excerpt has no
 # progress line for it. Function and module names as in every release's source (SG-0.3.0 … SG-0.5.23:
 # model_runner.load_model / init_memory_pool / init_cuda_graphs | init_device_graphs, cuda_graph_runner.capture,
-# scheduler.event_loop_normal | event_loop_overlap[_disagg_*]).
+# scheduler.event_loop_normal | event_loop_overlap[_disagg_*], SG-0.2.x controller loop_for_forward).
 FRAME_RE: Final = re.compile(r'File "[^"]*sglang[^"]*?(?P<mod>\w+)\.py", line \d+, in (?P<fn>\w+)')
 FRAME_STAGE_FN: Final = {
     "load_model": "weight_load", "get_model": "weight_load", "load_weights": "weight_load",
     "load_weights_and_postprocess": "weight_load", "_load_weights": "weight_load",
     "init_memory_pool": "kv_pool", "profile_max_num_token": "kv_pool",
     "init_cuda_graphs": "cuda_graph", "init_device_graphs": "cuda_graph",
+    "loop_for_forward": "serving",  # SG-0.2.x controller_single/controller_multi: the serving loop
 }
 FRAME_STAGE_MOD: Final = {"cuda_graph_runner": "cuda_graph"}
 # The statement line under a frame: "    self.init_device_graphs()" names the step even when the callee's frame is cut off.

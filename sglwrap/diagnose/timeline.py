@@ -163,7 +163,7 @@ class TimelineBuilder:
         self.first_ts: str | None = None
         self.last_ts: str | None = None
         self._tb_stage: str | None = None  # the latest step named by the traceback frames being read
-        self._tb_open = False  # the last failure's traceback may still be arriving
+        self._tb_start = 0  # failures from this index on belong to the traceback being read
 
     def _reset(self) -> None:
         self.ranks: dict[str, _Rank] = {}
@@ -188,7 +188,7 @@ class TimelineBuilder:
         if ev.kind not in _NOT_CATALOGUED:
             self.releases.feed(str(ev.values.get("kind", "")) if ev.kind == "error" else ev.kind, ev.text)
         if ev.kind not in _TRACEBACK_KINDS:
-            self._tb_stage, self._tb_open = None, False
+            self._tb_stage, self._tb_start = None, len(self.failures)
         handler = getattr(self, f"_on_{ev.kind}", None)
         if handler is not None:
             handler(ev)
@@ -449,16 +449,21 @@ class TimelineBuilder:
         if self._tb_stage is not None:  # frames printed before the error line (a headerless traceback)
             f = replace(f, stage=_later(f.stage, self._tb_stage))
         self.failures.append(f)
-        del self.failures[:-64]
-        self._tb_open = True
+        if len(self.failures) > 64:
+            self._tb_start = max(0, self._tb_start - (len(self.failures) - 64))
+            del self.failures[:-64]
 
     def _on_frame(self, ev: Event) -> None:
-        """A traceback frame naming a step: the failure it belongs to happened there (never moved back)."""
+        """A traceback frame naming a step: the failures of this traceback happened there (never moved back).
+
+        SGLang may print the exception line before its "Scheduler hit an exception: Traceback …" report, so every
+        failure since the last non-traceback line belongs to the same traceback.
+        """
         stage = str(ev.values["stage"])
         self._tb_stage = stage if self._tb_stage is None else _later(self._tb_stage, stage)
-        if self._tb_open and self.failures:
-            last = self.failures[-1]
-            self.failures[-1] = replace(last, stage=_later(last.stage, stage))
+        for i in range(min(self._tb_start, len(self.failures)), len(self.failures)):
+            f = self.failures[i]
+            self.failures[i] = replace(f, stage=_later(f.stage, stage))
 
     def _stage_of(self, label: str, ev: Event) -> str:
         if ev.values.get("warmup"):

@@ -340,6 +340,16 @@ def test_0_5_23_mla_prefill_graph_up_to_8192() -> None:
     assert r("0.5.23", H100, MLA).mem_fraction_static == 0.816
 
 
+def test_memory_defaults_view() -> None:
+    # the data view gives the same three target numbers without touching the full record
+    from sglwrap.sglang.resolved import memory_defaults
+
+    assert memory_defaults("0.4.6", 24564).mem_fraction_static == 0.88
+    assert memory_defaults("0.4.9", 24564).mem_fraction_static == 0.879
+    view = memory_defaults("0.4.9", 81559)
+    assert (view.mem_fraction_static, view.chunked_prefill_size, view.reserved_mib) == (0.874, 8192, 10240)
+
+
 # ---- range bookkeeping ------------------------------------------------------------------------------------------
 
 HAND_CASE_RANGES = {"0.2.15", "0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
@@ -547,3 +557,145 @@ def test_0_5_23_equals_the_installed_sglang(tmp_path: Path) -> None:
         assert mine.prefill_cuda_graph == theirs["prefill_on"], (gpu, kw)
         if mine.prefill_cuda_graph:
             assert list(mine.prefill_graph_sizes) == theirs["prefill_bs"], (gpu, kw)
+
+
+# ---- differential: each read release's own server_args.py, run from its source on CPU ------------------------------
+# The release sources (python only) are the ones the rules were read from; they run against this venv's newer
+# torch / transformers with the shims below (stand-ins for what the old code imports but the defaults never use:
+# kernels, quantization and MoE layers, and ModelConfig reporting a text-only Llama), and the GPU memory getter
+# replaced by the GPU under test.  0.5.19+ is covered by the installed-SGLang test above.
+
+RELEASES_SRC = Path.home() / ".cache" / "sglwrap" / "releases" / "src"
+
+_RELEASE_PROBE = textwrap.dedent("""
+    import importlib, importlib.abc, importlib.machinery, json, os, sys, types
+    import triton.runtime.cache as _tc
+    for _n in ("default_cache_dir", "default_dump_dir", "default_override_dir"):
+        if not hasattr(_tc, _n):
+            setattr(_tc, _n, lambda: os.path.join(os.environ["TMPDIR"], "triton"))
+    import torch, transformers
+    if not hasattr(torch._C._cpu, "_is_amx_tile_supported"):
+        torch._C._cpu._is_amx_tile_supported = lambda: False
+    _reg = transformers.AutoConfig.register
+    transformers.AutoConfig.register = staticmethod(lambda *a, **k: _reg(*a, **{**k, "exist_ok": True}))
+
+    class _Any:
+        def __call__(self, *a, **k): return False
+        def __getattr__(self, n): return _Any()
+        def __bool__(self): return False
+        def __iter__(self): return iter(())
+
+    def _mod_getattr(n):
+        if n.startswith("__"):
+            raise AttributeError(n)
+        return _Any()
+
+    class _TextModelConfig:
+        is_multimodal = False
+        def __init__(self):
+            self.hf_config = transformers.AutoConfig.from_pretrained(sys.argv[2])
+            self.hf_text_config = self.hf_config
+            self.context_len = 131072
+        @classmethod
+        def from_server_args(cls, *a, **k): return cls()
+        def __getattr__(self, n): return _Any()
+
+    _STUBS = ("sglang.srt.configs.model_config", "sglang.srt.layers.quantization", "sglang.srt.layers.moe",
+              "sgl_kernel")
+    class _Loader(importlib.abc.Loader):
+        def create_module(self, spec):
+            m = types.ModuleType(spec.name)
+            m.__file__, m.__path__, m.__getattr__ = __file__ if "__file__" in globals() else "<probe>", [], _mod_getattr
+            if spec.name == "sglang.srt.configs.model_config":
+                m.ModelConfig = _TextModelConfig
+            return m
+        def exec_module(self, module): pass
+    class _Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if any(name == p or name.startswith(p + ".") for p in _STUBS):
+                return importlib.machinery.ModuleSpec(name, _Loader(), is_package=True)
+            return None
+    sys.meta_path.insert(0, _Finder())
+
+    MEM = {"v": None}
+    results = {}
+    for version, cases in json.loads(sys.argv[3]):
+        for name in [m for m in sys.modules if m == "sglang" or m.startswith("sglang.")]:
+            del sys.modules[name]
+        path = os.path.join(sys.argv[1], version)
+        sys.path.insert(0, path)
+        importlib.invalidate_caches()
+        out = []
+        try:
+            import sglang.srt.server_args as SA
+            for modname in ("sglang.srt.utils", "sglang.srt.utils.common", "sglang.srt.server_args"):
+                m = sys.modules.get(modname)
+                for n in ("get_device_memory_capacity", "get_nvgpu_memory_capacity"):
+                    if m is not None and hasattr(m, n):
+                        setattr(m, n, lambda *a, **k: MEM["v"])
+            for mem, kw in cases:
+                MEM["v"] = mem
+                real = torch.cuda.is_available
+                if version == "0.4.3":  # reads the GPU only when torch sees CUDA
+                    torch.cuda.is_available = lambda: True
+                try:
+                    kw = dict(kw) if version in ("0.2.15", "0.3.0") else {**kw, "device": "cuda"}
+                    sa = SA.ServerArgs(model_path=sys.argv[2], **kw)
+                finally:
+                    torch.cuda.is_available = real
+                cg = getattr(sa, "cuda_graph_config", None)
+                dec = getattr(cg, "decode", None)
+                out.append({"mfs": sa.mem_fraction_static, "cps": sa.chunked_prefill_size,
+                            "max_bs": dec.max_bs if dec is not None else getattr(sa, "cuda_graph_max_bs", None),
+                            "bs": dec.bs if dec is not None else getattr(sa, "cuda_graph_bs", None),
+                            "mrr": sa.max_running_requests})
+            results[version] = out
+        except Exception as e:
+            results[version] = f"{type(e).__name__}: {e}"
+        sys.path.remove(path)
+    print("RESULT " + json.dumps(results))
+""")
+
+# 0.5.2 and 0.5.3 first: imported after an older release in the same process, a namespace-package leftover of the
+# older tree breaks their import (inspect on sglang.lang); on their own they load fine.
+_RELEASE_VERSIONS = ("0.5.2", "0.5.3", "0.2.15", "0.3.0", "0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.4.10",
+                     "0.5.1", "0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12",
+                     "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18")
+_RELEASE_CASES: list[tuple[GpuInfo, dict[str, object]]] = [
+    (RTX4090, {}), (H100, {"tp_size": 8}), (H200, {"tp_size": 2}), (GpuInfo(16376, (8, 9)), {}),
+    (H100, {"max_running_requests": 20}),
+]
+
+
+@pytest.mark.real_sglang
+@pytest.mark.skipif(not RELEASES_SRC.is_dir(), reason="release sources not downloaded (~/.cache/sglwrap/releases)")
+def test_rules_equal_each_release_run_from_its_source(tmp_path: Path) -> None:
+    model = tmp_path / "llama"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+        "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+        "vocab_size": 128256, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}))
+    versions = [v for v in _RELEASE_VERSIONS if (RELEASES_SRC / v / "sglang" / "srt" / "server_args.py").is_file()]
+    plan = [[v, [[g.total_mib, kw] for g, kw in _RELEASE_CASES]] for v in versions]
+    proc = subprocess.run([sys.executable, "-c", _RELEASE_PROBE, str(RELEASES_SRC), str(model), json.dumps(plan)],
+                          capture_output=True, text=True, timeout=1500,
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONDONTWRITEBYTECODE": "1",
+                               "TMPDIR": str(tmp_path)})
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, proc.stderr[-3000:]
+    real = json.loads(lines[-1][len("RESULT "):])
+    failed = {v: out for v, out in real.items() if isinstance(out, str)}
+    assert not failed, failed
+    for version in versions:
+        for (gpu, kw), theirs in zip(_RELEASE_CASES, real[version], strict=True):
+            mine = resolve_server_args(kw, version, gpu, LLAMA)
+            where = (version, gpu.total_mib, kw)
+            assert mine.mem_fraction_static == pytest.approx(theirs["mfs"]), where
+            assert mine.chunked_prefill_size == (-1 if theirs["cps"] is None else theirs["cps"]), where
+            if theirs["max_bs"] is not None:  # 0.4.6-0.5.2 leave it to the runner's list above 35 GiB
+                assert mine.cuda_graph_max_bs == theirs["max_bs"], where
+            if theirs["bs"] is not None and "max_running_requests" not in kw:
+                # 0.5.3+: the list is made in server args; the runner later adds the request-pool size
+                assert list(mine.cuda_graph_bs) == theirs["bs"], where
+            assert mine.max_running_requests == theirs["mrr"], where

@@ -150,3 +150,27 @@ def resolve_server_args(given: Mapping[str, object], version: str, gpu: GpuInfo 
         attention_backend=None if val.get("attention_backend") is None else str(val["attention_backend"]),
         auto_enabled=tuple(ctx.auto), notes=tuple(ctx.notes), sources=src,
     )
+
+
+@dataclass(frozen=True)
+class MemoryDefaults:
+    """The few numbers most consumers need: what ``version`` picks on this GPU with no memory flags given."""
+
+    version: str
+    chunked_prefill_size: int
+    cuda_graph_max_bs: int
+    mem_fraction_static: float
+    reserved_mib: float | None
+
+
+def memory_defaults(version: str, total_mib: float | None, *, tp_size: int = 1, pp_size: int = 1,
+                    capability: tuple[int, int] | None = None) -> MemoryDefaults:
+    """SGLang ``version``'s default chunked prefill, decode-graph max bs and mem fraction for one GPU size.
+
+    A view over :func:`resolve_server_args` (the tables themselves live, with citations, in the rules modules:
+    ``TP_LADDER_*``, ``RESERVE_0_4_9``/``CHUNKED_0_4_9``, ``BUCKETS_*``), so nobody copies a table by hand.
+    """
+    gpu = None if total_mib is None else GpuInfo(total_mib=total_mib, capability=capability)
+    res = resolve_server_args({"tp_size": tp_size, "pp_size": pp_size}, version, gpu)
+    return MemoryDefaults(version, res.chunked_prefill_size, res.cuda_graph_max_bs, res.mem_fraction_static,
+                          res.reserved_mib)

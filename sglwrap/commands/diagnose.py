@@ -42,20 +42,25 @@ def run(args: argparse.Namespace) -> int:
 
         raise UsageError(f"diagnose: --plot {args.plot}: the plot is a PNG image; name the file *.png")
     reports = diagnose_runs(args.logs)
+    from sglwrap.diagnose import fixcheck
     from sglwrap.diagnose.replan import describe, replan
 
     docs, texts = [], []
     for i, report in enumerate(reports):
         accountant = replan(report, model_path=args.model_path)
+        checked = fixcheck.check(report, model_path=args.model_path)  # the fix is printed only if it re-plans fit
+        report = fixcheck.apply(report, checked)
         if args.json:
             doc = json.loads(to_json(report))
             doc["accountant"] = accountant
+            doc["fix_check"] = checked
             docs.append(doc)
         else:
             head = ""
             if len(reports) > 1:
                 head = f"== run {i + 1} of {len(reports)}: {', '.join(report.files) or 'stdin'} ==\n"
-            texts.append(head + to_text(report) + "\n".join(describe(accountant)) + "\n")
+            notes = describe(accountant) + fixcheck.describe(checked)
+            texts.append(head + to_text(report) + "\n".join(notes) + "\n")
     if args.plot is not None:
         from sglwrap.diagnose.plot import write_plot
 

@@ -9,6 +9,7 @@ Hugging Face cache or one of sglwrap's built-in configs); otherwise the report s
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.errors import SglwrapError
@@ -16,6 +17,8 @@ from sglwrap.host.facts import GpuFacts, HostFacts
 
 if TYPE_CHECKING:
     from sglwrap.diagnose import Report
+    from sglwrap.memory import MemoryPlan
+    from sglwrap.memory.budget import Observed
 
 GIB = 1 << 30
 # server_args key -> the flag the accountant reads (same meaning in every SGLang version that logs the key).
@@ -70,21 +73,38 @@ def replan(report: Report, model_path: str | None = None) -> dict[str, Any]:
         return {"skipped": f"re-plan failed ({type(e).__name__}: {e})"}
 
 
-def _replan(report: Report, model_path: str | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Context:
+    """What the accountant needs to re-plan a logged launch: the GPUs, NCCL env, argv and the log's readings."""
+
+    facts: HostFacts
+    env: dict[str, str]
+    argv: list[str]
+    version: str
+    observed: Observed
+    rank: str
+
+    def plan(self, argv: list[str] | None = None) -> MemoryPlan:
+        """The accountant's plan for ``argv`` (default: the logged launch) on the log's own readings."""
+        from sglwrap import memory
+
+        return memory.plan(self.facts, self.env, self.argv if argv is None else argv,
+                           sglang_version=self.version, observed=self.observed)
+
+
+def context(report: Report, model_path: str | None = None) -> Context | str:
+    """The re-plan context of ``report``, or why there is none (no model_path, no readings)."""
     args = dict(report.server_args)
     if model_path:
         args["model_path"] = model_path
     model = args.get("model_path")
     found = _observed_rank(report)
     if not model or found is None:
-        return {"skipped": "the log shows no server args with model_path, or no free-memory/weights readings"}
-    from sglwrap import memory
+        return "the log shows no server args with model_path, or no free-memory/weights readings"
     from sglwrap.memory.budget import Observed
 
     rank, weights_gib = found
-
     version = report.sglang_version or ("0.5.23" if report.log_format == "0.5.23-style" else "0.5.9")
-    argv = _argv(args, version)
     tp = int(float(args.get("tp_size") or 1)) * int(float(args.get("pp_size") or 1))  # type: ignore[arg-type]
     total = _gpu_total_bytes(report.finding.error) or int((rank.avail_before_weights_gib + 2) * GIB)
     gpus = tuple(GpuFacts(index=i, name="GPU from the log", compute_capability=(9, 0), memory_total_bytes=total)
@@ -92,8 +112,19 @@ def _replan(report: Report, model_path: str | None) -> dict[str, Any]:
     facts = HostFacts(source="log", gpus=gpus, provenance="re-planned from a log's own readings")
     env = {k: v for w in report.workers for k, v in w.env.items() if k.startswith("NCCL_")}
     observed = Observed(int(rank.avail_before_weights_gib * GIB), int(weights_gib * GIB))
+    return Context(facts, env, _argv(args, version), version, observed, rank.label)
+
+
+def _replan(report: Report, model_path: str | None) -> dict[str, Any]:
+    ctx = context(report, model_path)
+    if isinstance(ctx, str):
+        return {"skipped": ctx}
+    rank = next(r for r in report.ranks if r.label == ctx.rank)
+    facts, env, argv, version, observed = ctx.facts, ctx.env, ctx.argv, ctx.version, ctx.observed
+    from sglwrap import memory
+
     try:
-        plan = memory.plan(facts, env, argv, sglang_version=version, observed=observed)
+        plan = ctx.plan()
     except SglwrapError as e:
         return {"skipped": e.message}
     doc = plan.to_dict()

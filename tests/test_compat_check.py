@@ -130,3 +130,23 @@ def test_sglang_missing_blocks_only_on_the_live_host() -> None:
     assert status(dataclasses.replace(cat, source="capture:box")) is Status.WARN
     assert status(dataclasses.replace(cat, source="nvml")) is Status.BLOCK
     assert status(facts("1xH200", sglang="0.5.23")) is Status.PASS
+
+
+def test_hybrid_gdn_gate_of_sglang_0_5_9_depends_on_who_chose_the_backend() -> None:
+    """0.5.9 (read in its sources): SM100 defaults hybrid-GDN models to triton, SM12x to flashinfer, and the gate
+    admits only triton/trtllm_mha on every Blackwell."""
+    def run(spec: str, *argv: str):
+        f = facts(spec, sglang="0.5.9")
+        r = run_preflight(f, load_profile("baseline"), ("--model-path", "Qwen/Qwen3.5-9B", *argv),
+                          flags=bundled_table("0.5.9"))
+        return r, next(v for v in r.checks if v.id == "compat")
+
+    r, v = run("1xRTX-5090")
+    assert v.status is Status.DOWNGRADE and "[attn-hybrid-gdn-blackwell-old-default]" in v.reason
+    assert r.profile is not None and r.profile.sglang.get("attention_backend") == "triton"
+    _, v = run("1xB200")
+    assert "hybrid-gdn" not in v.reason
+    _, v = run("1xB200", "--attention-backend", "flashinfer")
+    assert v.status is Status.BLOCK and "[attn-hybrid-gdn-blackwell-old-user]" in v.reason
+    _, v = run("1xRTX-5090", "--attention-backend", "triton")
+    assert "hybrid-gdn" not in v.reason

@@ -66,3 +66,10 @@ def test_an_exception_line_printed_before_its_report_shares_the_reports_step() -
              SRT + 'managers/scheduler.py", line 9, in event_loop_overlap']
     node = diagnose_lines("n", lines)
     assert [f.stage for f in node.failures] == ["serving", "serving"]
+
+
+def test_an_nccl_error_is_named_as_such() -> None:
+    node = diagnose_lines("n", ["RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for "
+                                "details)"])
+    finding = decide((node,), node.ranks, None)
+    assert "NCCL error" in finding.cause and "CUDA error" not in finding.cause

@@ -359,6 +359,9 @@ def _error_cause(main: Failure, stage: str) -> tuple[str, str, bool | None]:
                  f"free-memory readings alone do not explain it")
         fix = "read the traceback above the error line; the memory it names is the one to free or enlarge"
     else:
+        said = str(main.values.get("msg") or "").strip()
+        if said and exc:
+            name = f"{exc} (\"{_short(said)[:160]}\")"
         cause = f"SGLang stopped with {name} during {where}; this is not a memory error"
         fix = "read the traceback above the error line"
     if stage == "warmup":

@@ -409,6 +409,8 @@ def _parse_frame(tags: str, msg: str, out: list[Event]) -> None:
 
 def _parse_outcome(tags: str, msg: str, out: list[Event]) -> None:
     text = msg.strip()
+    if text.startswith("raise "):  # a traceback's source line ('raise RuntimeError(f"NCCL error: …")'), not an error
+        return
     if "fired up" in text and UP_RE.search(text):
         out.append(Event("up", tags, text=text))
     elif ("Uvicorn running" in text or "startup complete" in text) and HTTP_UP_RE.search(text):
@@ -438,7 +440,8 @@ def _parse_outcome(tags: str, msg: str, out: list[Event]) -> None:
                                                       or "NCCL" in text or "CUBLAS" in text or "cuDNN" in text
                                                       or "CUDNN" in text)
           and (m := CUDA_ERR_RE.search(text)) is not None):
-        out.append(Event("error", tags, {"kind": "exception", "exc": "CUDA error", "msg": m.group(0),
+        exc = "NCCL error" if m.group(0).startswith("NCCL") else "CUDA error"
+        out.append(Event("error", tags, {"kind": "exception", "exc": exc, "msg": m.group(0),
                                          "memory": MEMORY_TALK_RE.search(text) is not None,
                                          "warmup": WARMUP_RE.search(text) is not None}, text=text))
     elif ("latency: " in text or "Benchmark" in text) and BENCH_DONE_RE.search(text) is not None:

@@ -105,6 +105,9 @@ _CAT: tuple[CatalogueGpu, ...] = (
                  "NVL72 NVLink domain"),
     CatalogueGpu("GB10", "NVIDIA GB10", 131072, (12, 1), "pcie", 0, False,
                  "DGX Spark: 128 GB unified LPDDR5x (vllm-project/vllm issue 54125), SM121; one GPU per box"),
+    CatalogueGpu("AGX-Thor", "NVIDIA Thor", 131072, (11, 0), "pcie", 0, False,
+                 "Jetson AGX Thor: 128 GB unified memory (datasheet capacity; the NVML name is assumed), SM110 under "
+                 "CUDA 13 (sgl-project/sglang PR 39811); one GPU per module"),
 )
 
 # GPUs sglwrap's checks do not cover: --assume says so in one line instead of passing them silently.

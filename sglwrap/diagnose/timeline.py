@@ -463,7 +463,9 @@ class TimelineBuilder:
         self._tb_stage = stage if self._tb_stage is None else _later(self._tb_stage, stage)
         for i in range(min(self._tb_start, len(self.failures)), len(self.failures)):
             f = self.failures[i]
-            self.failures[i] = replace(f, stage=_later(f.stage, stage))
+            later = _later(f.stage, stage)
+            if later != f.stage:
+                self.failures[i] = replace(f, stage=later)
 
     def _stage_of(self, label: str, ev: Event) -> str:
         if ev.values.get("warmup"):

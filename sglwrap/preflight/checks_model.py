@@ -20,11 +20,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglwrap.errors import ConfigError, UsageError
-from sglwrap.memory.model import ModelShape, context_length, find_config, shape_from_config
 from sglwrap.preflight.model import Context, Status, Verdict
+
+if TYPE_CHECKING:  # the model reader is imported when a model is checked, not when preflight starts
+    from sglwrap.memory.model import ModelShape
 
 # Releases from which an architecture SGLang does not register is handed to the Transformers backend
 # (``srt/models/transformers.py`` first ships in 0.4.9; ``model_loader/utils.py`` ``resolve_transformers_arch``).
@@ -65,6 +67,8 @@ class ModelFacts:
 
 @functools.lru_cache(maxsize=16)
 def _load(model_path: str) -> ModelFacts | str:
+    from sglwrap.memory.model import find_config, shape_from_config
+
     try:
         path, source = find_config(model_path)
         cfg = json.loads(path.read_text(encoding="utf-8"))
@@ -552,6 +556,8 @@ def check_context_length(ctx: Context) -> Verdict:
     if isinstance(mf, str):
         return Verdict(cid, Status.SKIP, mf)
     want = int(ctx.args.get("context_length"))
+    from sglwrap.memory.model import context_length
+
     derived = context_length(mf.text_config)
     if want <= derived:
         return Verdict(cid, Status.PASS, f"--context-length {want} <= the derived context_length {derived}")

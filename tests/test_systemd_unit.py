@@ -312,8 +312,8 @@ def test_a_unit_whose_python_lacks_sglang_and_sglwrap_is_written_with_a_warning(
     assert f"sglwrap is not installed for {bare}" in out.err
 
 
+@pytest.mark.real_sglang
 def test_no_warning_when_the_interpreter_has_both(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("sglang")
     unit_text(capsys, "--model-path", "m")
     assert "warning" not in capsys.readouterr().err
 

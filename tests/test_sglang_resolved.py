@@ -628,6 +628,9 @@ _RELEASE_PROBE = textwrap.dedent("""
         out = []
         try:
             import sglang.srt.server_args as SA
+            cgc = sys.modules.get("sglang.srt.model_executor.cuda_graph_config")
+            if cgc is not None and hasattr(cgc, "default_prefill_backend"):  # what is_cuda() picks on a GPU host
+                cgc.default_prefill_backend = lambda: cgc.Backend.BREAKABLE
             for modname in ("sglang.srt.utils", "sglang.srt.utils.common", "sglang.srt.server_args"):
                 m = sys.modules.get(modname)
                 for n in ("get_device_memory_capacity", "get_nvgpu_memory_capacity"):
@@ -663,8 +666,16 @@ _RELEASE_VERSIONS = ("0.5.2", "0.5.3", "0.2.15", "0.3.0", "0.3.6", "0.4.0", "0.4
                      "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18")
 _RELEASE_CASES: list[tuple[GpuInfo, dict[str, object]]] = [
     (RTX4090, {}), (H100, {"tp_size": 8}), (H200, {"tp_size": 2}), (GpuInfo(16376, (8, 9)), {}),
-    (H100, {"max_running_requests": 20}),
+    (H100, {"max_running_requests": 20}), (H100, {"disable_cuda_graph": True}),
+    (H200, {"tp_size": 4, "chunked_prefill_size": 4096}),
+    (H100, {"tp_size": 2, "dp_size": 2, "enable_dp_attention": True}),
 ]
+
+
+def _release_cases(version: str) -> list[tuple[GpuInfo, dict[str, object]]]:
+    """The cases whose flags exist in ``version`` (no --enable-dp-attention before 0.3.6)."""
+    old = version in ("0.2.15", "0.3.0")
+    return [(g, kw) for g, kw in _RELEASE_CASES if not (old and "enable_dp_attention" in kw)]
 
 
 @pytest.mark.real_sglang
@@ -677,7 +688,7 @@ def test_rules_equal_each_release_run_from_its_source(tmp_path: Path) -> None:
         "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
         "vocab_size": 128256, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}))
     versions = [v for v in _RELEASE_VERSIONS if (RELEASES_SRC / v / "sglang" / "srt" / "server_args.py").is_file()]
-    plan = [[v, [[g.total_mib, kw] for g, kw in _RELEASE_CASES]] for v in versions]
+    plan = [[v, [[g.total_mib, kw] for g, kw in _release_cases(v)]] for v in versions]
     proc = subprocess.run([sys.executable, "-c", _RELEASE_PROBE, str(RELEASES_SRC), str(model), json.dumps(plan)],
                           capture_output=True, text=True, timeout=1500,
                           env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONDONTWRITEBYTECODE": "1",
@@ -688,14 +699,14 @@ def test_rules_equal_each_release_run_from_its_source(tmp_path: Path) -> None:
     failed = {v: out for v, out in real.items() if isinstance(out, str)}
     assert not failed, failed
     for version in versions:
-        for (gpu, kw), theirs in zip(_RELEASE_CASES, real[version], strict=True):
+        for (gpu, kw), theirs in zip(_release_cases(version), real[version], strict=True):
             mine = resolve_server_args(kw, version, gpu, LLAMA)
             where = (version, gpu.total_mib, kw)
             assert mine.mem_fraction_static == pytest.approx(theirs["mfs"]), where
             assert mine.chunked_prefill_size == (-1 if theirs["cps"] is None else theirs["cps"]), where
-            if theirs["max_bs"] is not None:  # 0.4.6-0.5.2 leave it to the runner's list above 35 GiB
+            if theirs["max_bs"] is not None and mine.decode_cuda_graph:  # 0.4.6-0.5.2: runner's list above 35 GiB
                 assert mine.cuda_graph_max_bs == theirs["max_bs"], where
-            if theirs["bs"] is not None and "max_running_requests" not in kw:
+            if theirs["bs"] is not None and "max_running_requests" not in kw and mine.decode_cuda_graph:
                 # 0.5.3+: the list is made in server args; the runner later adds the request-pool size
                 assert list(mine.cuda_graph_bs) == theirs["bs"], where
             assert mine.max_running_requests == theirs["mrr"], where

@@ -119,12 +119,14 @@ def _prefill_enabled(ctx: Ctx, t: Terms, attn_dp: int) -> tuple[bool, str]:
     user_off = ctx.flag("disable_cuda_graph")
     if t.prefill == "none":
         return False, "no prefill graphs before 0.5.4"
+    # 0.5.4-0.5.13: --disable-cuda-graph leaves piecewise prefill graphs alone (0.5.4 model_runner.py:2165-2173,
+    # 0.5.10 :2464-2472 check only the piecewise flags); from 0.5.14 it disables both phases (_parse_cuda_graph_config)
     if t.prefill == "optin":
-        return (ctx.flag("enable_piecewise_cuda_graph") and not user_off,
+        return (ctx.flag("enable_piecewise_cuda_graph"),
                 "opt-in with --enable-piecewise-cuda-graph (0.5.4-0.5.9)")
     if t.prefill in ("piecewise", "piecewise11"):
-        if ctx.flag("disable_piecewise_cuda_graph") or user_off:
-            return False, "--disable-piecewise-cuda-graph / --disable-cuda-graph"
+        if ctx.flag("disable_piecewise_cuda_graph"):
+            return False, "--disable-piecewise-cuda-graph"
         if ctx.flag("enforce_piecewise_cuda_graph"):
             return True, "--enforce-piecewise-cuda-graph"
     else:

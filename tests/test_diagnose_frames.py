@@ -73,3 +73,20 @@ def test_an_nccl_error_is_named_as_such() -> None:
                                 "details)"])
     finding = decide((node,), node.ranks, None)
     assert "NCCL error" in finding.cause and "CUDA error" not in finding.cause
+
+
+def test_a_traceback_cut_before_its_error_is_incomplete_at_the_step_its_frames_show() -> None:
+    lines = ["Traceback (most recent call last):",
+             SRT + 'model_executor/model_runner.py", line 9, in init_cuda_graphs']
+    node = diagnose_lines("n", lines)
+    finding = decide((node,), node.ranks, None)
+    assert (finding.outcome, finding.stage) == ("incomplete", "cuda_graph")
+
+
+def test_a_capture_that_failed_on_a_kernel_fault_is_not_called_out_of_memory() -> None:
+    node = diagnose_lines("n", ["Exception: Capture cuda graph failed: Triton Error [CUDA]: an illegal memory access "
+                                "was encountered"])
+    finding = decide((node,), node.ranks, None)
+    assert (finding.outcome, finding.stage) == ("error", "cuda_graph")
+    assert "ran out of GPU memory" not in finding.cause and "memory access fault" in finding.cause
+    assert "--cuda-graph-max-bs" not in (finding.fix or "")

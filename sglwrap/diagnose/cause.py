@@ -144,6 +144,8 @@ def decide(nodes: tuple[NodeLog, ...], ranks: tuple[RankMemory, ...], version: s
     hint = _hint(failures)
     if main.kind in KV_KINDS:
         cause, fix, correct = _kv_cause(main, b, args, nodes, ranks)
+    elif main.kind == "capture_failed" and not main.values.get("oom"):
+        cause, fix, correct = _error_cause(main, stage)  # capture failed on something else than memory
     elif main.kind in ("capture_failed", "torch_oom"):
         cause, fix, correct = _oom_cause(main, stage, b, args, flag, failures)
     elif main.kind == "unbalanced":
@@ -373,7 +375,9 @@ def _incomplete(nodes: tuple[NodeLog, ...], ranks: tuple[RankMemory, ...]) -> Fi
     if not ranks and not any(n.saw_sglang for n in nodes):
         return Finding("incomplete", None, None, None, None,
                        "no SGLang startup lines were found in the input.", None)
-    stage = max((r.stage for r in ranks), key=STAGES.index) if ranks else "init"
+    # the furthest step the log shows: a rank's progress lines, or the frames of a traceback cut before its error
+    seen = [r.stage for r in ranks] + [f.stage for n in nodes for f in n.failures]
+    stage = max(seen, key=STAGES.index) if seen else "init"
     cause = (f"the log ends during {stage.replace('_', ' ')} with no error line and no 'server is fired up': "
              "the process was killed (OOM killer, timeout, Ctrl-C) or the log is cut off")
     return Finding("incomplete", stage, None, None, None, cause + ".",

@@ -23,6 +23,8 @@ def test_changes_are_the_concrete_flag_values_only() -> None:
     assert fixcheck.changes("raise --mem-fraction-static above 0.9 (the log does not show by how much)") == []
     assert fixcheck.changes("--mem-fraction-static 0.95; if that fails, more GPUs (--tp)") == [
         ("--mem-fraction-static", "0.95")]
+    assert fixcheck.changes("if --mem-fraction-static was below 0.885, use 0.94; otherwise reduce per-GPU "
+                            "weights") == [("--mem-fraction-static", "0.94")]
 
 
 def test_a_fix_that_fits_is_kept_and_its_replan_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
@@ -77,3 +79,16 @@ def test_model_path_lets_an_old_log_be_checked_and_unknown_models_say_why(
 def test_ok_and_non_memory_runs_have_no_fix_check(capsys: pytest.CaptureFixture[str]) -> None:
     main(["diagnose", "--json", str(LOGS / "v0.4.8_docker_tp4_mla_ok.log")])
     assert json.loads(capsys.readouterr().out)["fix_check"] is None
+
+
+def test_a_log_without_the_before_reading_is_replanned_from_after_plus_weights(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # case 58: DeepSeek-R1 (the DeepSeek-V3 architecture) logs only "avail mem=21.73 GB, mem usage=166.59 GB"
+    log = str(REPO / "tests" / "corpus" / "diagnose" / "58_deepseek-r1_8gpu-rocm-dp8_2025-07_negative-profile.log")
+    main(["diagnose", "--json", "--model-path", "DeepSeek-V3", log])
+    doc = json.loads(capsys.readouterr().out)
+    acc, check = doc["accountant"], doc["fix_check"]
+    # the smallest fraction for a pool is W / P with P = A + W read off the one line
+    assert acc["min_mem_fraction_static"] == pytest.approx(166.59 / (21.73 + 166.59), abs=0.001)
+    assert [c["change"] for c in check["checked"]] == [f"--mem-fraction-static {fixcheck.changes(doc['fix'])[0][1]}"]
+    assert check["checked"][0]["verdict"] in fixcheck.FITS

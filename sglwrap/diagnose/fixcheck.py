@@ -24,12 +24,14 @@ GRAPH_FLAGS: Final = ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode")
 CHECKABLE: Final = frozenset({"--mem-fraction-static", "--chunked-prefill-size", "--max-running-requests",
                               "--context-length", *GRAPH_FLAGS})
 CHANGE_RE: Final = re.compile(r"(--[a-z][a-z-]*)\s+(\d+(?:\.\d+)?)(?![\d.-])")
+# cause.py's conditional advice: "if --mem-fraction-static was below 0.885, use 0.94; otherwise …"
+CONDITIONAL_RE: Final = re.compile(r"(--[a-z][a-z-]*) was below [\d.]+, use (\d+(?:\.\d+)?)(?![\d.-])")
 
 
 def changes(fix: str | None) -> list[tuple[str, str]]:
     """The concrete ``(flag, value)`` changes a fix names, in order, each once (relative advice has none)."""
     out: list[tuple[str, str]] = []
-    for flag, value in CHANGE_RE.findall(fix or ""):
+    for flag, value in CONDITIONAL_RE.findall(fix or "") + CHANGE_RE.findall(fix or ""):
         if flag in CHECKABLE and (flag, value) not in out:
             out.append((flag, value))
     return out

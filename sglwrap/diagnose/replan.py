@@ -9,7 +9,7 @@ Hugging Face cache or one of sglwrap's built-in configs); otherwise the report s
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.errors import SglwrapError
@@ -51,14 +51,19 @@ def _argv(server_args: dict[str, object], version: str) -> list[str]:
 
 
 def _observed_rank(report: Report) -> tuple[Any, float] | None:
-    """The first rank with a free-memory reading before weights, and its weights (logged, or the free drop)."""
+    """The first rank with a free-memory reading before weights (logged, or free after + weights: SGLang's
+    ``mem usage`` is before − after on the same rank) and its weights (logged, or the free drop)."""
     for r in report.ranks:
-        if r.avail_before_weights_gib is None:
+        before = r.avail_before_weights_gib
+        if before is None and r.avail_after_weights_gib is not None and r.weight_mem_gib is not None:
+            before = r.avail_after_weights_gib + r.weight_mem_gib
+            r = replace(r, avail_before_weights_gib=before)
+        if before is None:
             continue
         if r.weight_mem_gib is not None:
             return r, r.weight_mem_gib
         if r.avail_after_weights_gib is not None:
-            return r, r.avail_before_weights_gib - r.avail_after_weights_gib
+            return r, before - r.avail_after_weights_gib
     return None
 
 
@@ -119,7 +124,9 @@ def _replan(report: Report, model_path: str | None) -> dict[str, Any]:
     ctx = context(report, model_path)
     if isinstance(ctx, str):
         return {"skipped": ctx}
-    rank = next(r for r in report.ranks if r.label == ctx.rank)
+    found = _observed_rank(report)
+    assert found is not None  # context() found it
+    rank = found[0]
     facts, env, argv, version, observed = ctx.facts, ctx.env, ctx.argv, ctx.version, ctx.observed
     from sglwrap import memory
 

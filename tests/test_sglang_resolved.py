@@ -35,7 +35,8 @@ MLA = ModelTraits(architectures=("DeepseekV3ForCausalLM",), is_mla=True)
 VLM = ModelTraits(architectures=("Qwen2VLForConditionalGeneration",), is_multimodal=True)
 
 
-def r(version: str, gpu: GpuInfo | None = H100, model: ModelTraits | None = LLAMA, **given: object) -> ResolvedServerArgs:
+def r(version: str, gpu: GpuInfo | None = H100, model: ModelTraits | None = LLAMA,
+      **given: object) -> ResolvedServerArgs:
     return resolve_server_args(given, version, gpu, model)
 
 
@@ -353,8 +354,8 @@ def test_memory_defaults_view() -> None:
 # ---- range bookkeeping ------------------------------------------------------------------------------------------
 
 HAND_CASE_RANGES = {"0.2.15", "0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
-                    "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14", "0.5.15",
-                    "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.22", "0.5.23"}
+                    "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14",
+                    "0.5.15", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.22", "0.5.23"}
 
 
 def test_every_range_has_a_hand_computed_case_above() -> None:
@@ -467,7 +468,8 @@ def _accountant_ee71f02(gpu: float | None, *, tp: int = 1, pp: int = 1, attn_dp:
 def test_0_5_23_matches_the_accountants_reference(given: dict[str, object], gpu: GpuInfo | None,
                                                    ref: dict[str, object]) -> None:
     mine = resolve_server_args(given, "0.5.23", gpu, LLAMA)
-    cps, max_bs, n_prefill, frac, reserved = _accountant_ee71f02(None if gpu is None else gpu.total_mib, **ref)  # type: ignore[arg-type]
+    total = None if gpu is None else gpu.total_mib
+    cps, max_bs, n_prefill, frac, reserved = _accountant_ee71f02(total, **ref)  # type: ignore[arg-type]
     assert mine.mem_fraction_static == pytest.approx(frac)
     assert mine.reserved_mib == (None if gpu is None else reserved)
     assert mine.cuda_graph_max_bs == (max_bs if mine.decode_cuda_graph else 0)

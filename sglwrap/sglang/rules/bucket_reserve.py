@@ -92,7 +92,8 @@ def _resolve(ctx: Ctx, *, r0410: bool, r052: bool) -> None:
     # ---- decode graphs: a max bs only below 35 GiB; otherwise the runner's list decides
     user_bs = ctx.given.get("cuda_graph_max_bs")
     small = gpu_mem is not None and gpu_mem < 35 * GIB
-    max_bs: int | None = int(user_bs) if user_bs is not None else ((8 if ctx.tp < 4 else 80) if small else None)  # type: ignore[call-overload]
+    max_bs: int | None = (int(user_bs) if user_bs is not None  # type: ignore[call-overload]
+                          else ((8 if ctx.tp < 4 else 80) if small else None))
     runner = "cuda_graph_runner.py:165-215" if ctx.version.startswith("0.5") else (
         "cuda_graph_runner.py:138-188" if r0410 else "cuda_graph_runner.py:138-181")
     if ctx.has("cuda_graph_bs"):
@@ -124,9 +125,11 @@ def _resolve(ctx: Ctx, *, r0410: bool, r052: bool) -> None:
     ctx.put("prefill_cuda_graph", False, ctx.cite("(no prefill graphs before 0.5.4)"))
     ctx.put("prefill_graph_sizes", (), ctx.cite("(no prefill graphs before 0.5.4)"))
     spec_max_running_requests(ctx, ("EAGLE", "EAGLE3", "STANDALONE") if r052 else ("EAGLE", "EAGLE3"),
-                              "server_args.py:723-730" if r052 else ("server_args.py:494-496" if r0410 else "server_args.py:465-467"))
+                              "server_args.py:723-730" if r052
+                              else ("server_args.py:494-496" if r0410 else "server_args.py:465-467"))
     backend = ctx.str_("attention_backend")
-    page_size(ctx, backend, where="server_args.py (flashmla/cutlass_mla page size)", trtllm=Version(ctx.version) >= Version("0.5"))
+    page_size(ctx, backend, where="server_args.py (flashmla/cutlass_mla page size)",
+              trtllm=Version(ctx.version) >= Version("0.5"))
     if backend is None:
         ctx.put("attention_backend", None, ctx.cite("model_runner.py model_specific_adjustment"))
         ctx.note("attention_backend: decided in ModelRunner.model_specific_adjustment at load (fa3 on Hopper, "

@@ -31,7 +31,8 @@ def decode_graph_flags(ctx: Ctx, *, torch_native_disables: bool, per_phase_flags
 def page_size(ctx: Ctx, backend: str | None, *, where: str, trtllm: bool,
               mha_pages: tuple[int, ...] = (16, 32, 64)) -> None:
     """``--page-size`` with the backends that force it: flashmla 64 (0.4.6+), cutlass_mla 128 (0.4.9+),
-    trtllm_mla 64 unless 32/64 and trtllm_mha 64 unless in ``mha_pages`` (0.5.1+, ``trtllm``; 0.5.23 also allows 128)."""
+    trtllm_mla 64 unless 32/64 and trtllm_mha 64 unless in ``mha_pages`` (0.5.1+, ``trtllm``; 0.5.23 allows 128).
+    """
     ps = ctx.int_("page_size", 1)
     src = "user" if ctx.has("page_size") else ctx.cite(where)
     decode = ctx.str_("decode_attention_backend")
@@ -47,7 +48,8 @@ def page_size(ctx: Ctx, backend: str | None, *, where: str, trtllm: bool,
 
 
 def spec_max_running_requests(ctx: Ctx, algos: tuple[str, ...], where: str) -> None:
-    """``--max-running-requests`` defaults to 48 under EAGLE-family speculative decoding (0.4.6+; ``algos`` per range)."""
+    """``--max-running-requests`` defaults to 48 under EAGLE-family speculative decoding (0.4.6+; ``algos``
+    per range)."""
     if ctx.has("max_running_requests"):
         ctx.put("max_running_requests", int(ctx.given["max_running_requests"]), "user")  # type: ignore[call-overload]
     elif ctx.spec in algos:

@@ -176,7 +176,8 @@ def _resolve_0_4_early(ctx: Ctx, *, r043: bool) -> None:
     ctx.put("max_running_requests", ctx.given.get("max_running_requests"),
             "user" if ctx.has("max_running_requests") else ctx.cite("server_args.py"))
     ctx.put("page_size", 1, ctx.cite("(no paged KV option in this release)"))
-    ctx.take("attention_backend", "flashinfer", ctx.cite("server_args.py:230-237" if r043 else "server_args.py:185-190"))
+    ctx.take("attention_backend", "flashinfer",
+             ctx.cite("server_args.py:230-237" if r043 else "server_args.py:185-190"))
     ctx.note("attention_backend: flashinfer assumed installed; without it triton")
     custom_all_reduce(ctx, "server_args.py disable_custom_all_reduce")
 
@@ -219,7 +220,8 @@ def resolve_0_4_6(ctx: Ctx) -> None:
                  "(server_args.py:290-300)")
     # server_args.py:260-267: only small GPUs get a max bs; otherwise the runner's list decides
     user_bs = ctx.given.get("cuda_graph_max_bs")
-    max_bs: int | None = int(user_bs) if user_bs is not None else ((8 if ctx.tp < 4 else 80) if small else None)  # type: ignore[call-overload]
+    max_bs: int | None = (int(user_bs) if user_bs is not None  # type: ignore[call-overload]
+                          else ((8 if ctx.tp < 4 else 80) if small else None))
     if ctx.has("cuda_graph_bs"):
         sizes = [int(b) for b in ctx.given["cuda_graph_bs"]]  # type: ignore[attr-defined]
     else:

@@ -60,7 +60,8 @@ def _decode_sizes(gen: str, max_bs: int, spec: bool, no_padding: bool) -> list[i
     if no_padding:
         sizes = list(range(1, max_bs + 1))
     elif not spec:
-        sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(range(512, max_bs + 1, 32))
+        sizes = ([1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16))
+                 + list(range(512, max_bs + 1, 32)))
     else:
         upper = 64 if gen == "0.5.3" else 65
         sizes = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, upper, 4)) + list(range(72, 257, 8))
@@ -158,7 +159,8 @@ def _prefill_enabled(ctx: Ctx, t: Terms, attn_dp: int) -> tuple[bool, str]:
                  ("multimodal model", ctx.is_multimodal and not _mm_allowed(ctx))]
     else:  # bcg18 / bcg19: 0.5.18 server_args.py; 0.5.23 cuda_graph_hook.py:136-255
         if t.prefill == "bcg19" and ctx.pp > 1:
-            return False, "pipeline parallelism: breakable prefill graphs are opt-in (0.5.23 cuda_graph_hook.py:146-162)"
+            return False, ("pipeline parallelism: breakable prefill graphs are opt-in "
+                           "(0.5.23 cuda_graph_hook.py:146-162)")
         rules = [("two-batch overlap", ctx.flag("enable_two_batch_overlap")),
                  ("multimodal model", ctx.is_multimodal and not _mm_allowed(ctx))]
     for name, hit in rules:
@@ -213,8 +215,9 @@ FUSION_ARCHS_0_5_7 = frozenset({"DeepseekV3ForCausalLM", "GptOssForCausalLM", "G
 # 0.5.9 server_args.py:1680-1697
 FUSION_ARCHS_0_5_9 = FUSION_ARCHS_0_5_7 | {"Glm4MoeLiteForCausalLM", "KimiK25ForConditionalGeneration"}
 # 0.5.13 server_args.py:2627-2651
-FUSION_ARCHS_0_5_13 = FUSION_ARCHS_0_5_9 | {"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "MistralLarge3ForCausalLM",
-                                            "Qwen3NextForCausalLM", "InternS2PreviewForConditionalGeneration"}
+FUSION_ARCHS_0_5_13 = FUSION_ARCHS_0_5_9 | {"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM",
+                                            "MistralLarge3ForCausalLM", "Qwen3NextForCausalLM",
+                                            "InternS2PreviewForConditionalGeneration"}
 # 0.5.23 arg_groups/overrides.py:928-951
 FUSION_ARCHS_0_5_23 = FUSION_ARCHS_0_5_13 | {
     "DeepseekV4ForCausalLM", "Qwen3VLMoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
@@ -233,8 +236,8 @@ def _auto_paths(ctx: Ctx, t: Terms, attn_dp: int) -> None:
                 and ctx.str_("moe_a2a_backend") in (None, "none") and (v < Version("0.5.10") or ctx.tp > 1)
                 and not (ctx.gpu and ctx.gpu.name and "H20" in ctx.gpu.name and "H200" not in ctx.gpu.name)):
             ctx.enable("flashinfer_allreduce_fusion")
-            ctx.note("flashinfer_allreduce_fusion: auto-enabled for this architecture on SM90/SM100 "
-                     f"({'0.5.23 overrides.py:928-1003 list, applied to 0.5.16+' if v >= Version('0.5.16') else t.where})")
+            list_src = "0.5.23 overrides.py:928-1003 list, applied to 0.5.16+" if v >= Version("0.5.16") else t.where
+            ctx.note(f"flashinfer_allreduce_fusion: auto-enabled for this architecture on SM90/SM100 ({list_src})")
     elif v < Version("0.5.7") and arch == "GptOssForCausalLM" and cap is not None and cap[0] == 10 and attn_dp == 1:
         ctx.enable("flashinfer_allreduce_fusion")  # 0.5.3 server_args.py:748-752 (GptOss on SM100)
     if ctx.flag("enable_symm_mem"):
@@ -264,7 +267,8 @@ def _resolve_terms(ctx: Ctx, t: Terms) -> None:
     max_bs = int(user_bs) if user_bs is not None else bs_d  # type: ignore[call-overload]
     bs_src = "user" if user_bs is not None else where
     mrr = ctx.given.get("max_running_requests")
-    if t.cap_by_max_running and user_bs is None and mrr is not None and max_bs > int(mrr):  # type: ignore[call-overload]
+    if (t.cap_by_max_running and user_bs is None and mrr is not None
+            and max_bs > int(mrr)):  # type: ignore[call-overload]
         max_bs = int(mrr)  # type: ignore[call-overload]
         bs_src = ctx.cite("memory_hook.py:182-188")
     spec = ctx.spec is not None

@@ -20,6 +20,7 @@ def to_json(result: PreflightResult, **extra: Any) -> dict[str, Any]:
         "downgrades": result.manifest()["downgrades"],
         "profile": result.profile.to_dict() if result.profile is not None else None,
         "facts": result.facts.to_dict(),
+        "sglang_defaults": result.sglang_defaults,
         **extra,
     }
 
@@ -51,6 +52,11 @@ def to_table(result: PreflightResult, width: int | None = None) -> str:
         if v.fix and v.status.value not in ("pass", "skip"):
             fix = textwrap.wrap("fix: " + v.fix, width - len(head), break_long_words=False, break_on_hyphens=False)
             lines += [" " * len(head) + f for f in fix]
+    if result.sglang_defaults is not None:
+        from sglwrap.preflight.sglang_defaults import describe
+
+        lines += textwrap.wrap(describe(result.sglang_defaults), width, subsequent_indent="  ",
+                               break_long_words=False, break_on_hyphens=False)
     if result.profile is not None and result.changes:
         drops = ", ".join(f"{c.feature} -> {c.mode or 'dropped'}" for c in result.changes)
         lines += textwrap.wrap(f"profile {result.profile.name} launches downgraded: {drops}", width,

@@ -84,6 +84,7 @@ class PreflightResult:
     profile: Profile | None
     facts: HostFacts
     changes: tuple[FeatureChange, ...] = ()
+    sglang_defaults: dict[str, Any] | None = None  # what the target release fills in by itself (sglang.resolved)
 
     @property
     def memory(self) -> dict[str, Any] | None:
@@ -116,6 +117,7 @@ class PreflightResult:
             "downgrades": [{"feature": c.feature, "set": c.mode or "dropped", "reason": c.reason}
                            for c in self.changes],
             "checks": [v.to_dict() for v in self.checks if v.status not in (Status.PASS, Status.SKIP)],
+            "sglang_defaults": self.sglang_defaults,
         }
 
 
@@ -153,7 +155,10 @@ def run_preflight(
     if profile is not None:
         for change in changes:
             profile = apply_change(profile, change)
-    return PreflightResult(verdict=verdict, checks=verdicts, profile=profile, facts=facts, changes=changes)
+    from sglwrap.preflight.sglang_defaults import sglang_defaults
+
+    return PreflightResult(verdict=verdict, checks=verdicts, profile=profile, facts=facts, changes=changes,
+                           sglang_defaults=sglang_defaults(cmd, facts, stack.sglang))
 
 
 def apply_change(profile: Profile, change: FeatureChange) -> Profile:

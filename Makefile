@@ -23,7 +23,8 @@ demo: $(DEMO_VENV)/.complete
 	$(DEMO_VENV)/bin/sglwrap launch --profile fewchan --dry-run --assume 8xRTX-PRO-6000 -- \
 		--model-path $(DEMO_MODEL) --tp-size 8
 
-$(TEST_VENV)/.complete: requirements/test.txt
+# order-only: the venv path already carries the hash of requirements/test.txt, so a fresh clone (new mtimes) reuses it
+$(TEST_VENV)/.complete: | requirements/test.txt
 	rm -rf $(TEST_VENV)
 	mkdir -p $(CACHE)
 	$(PYTHON) -m venv $(TEST_VENV)

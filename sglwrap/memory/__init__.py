@@ -22,7 +22,7 @@ from sglwrap.memory.model import ModelShape, load_shape
 from sglwrap.memory.nccl import NcclCost, NcclSettings, comm_cost
 from sglwrap.memory.swa import DEFAULT_SWA_FULL_TOKENS_RATIO
 from sglwrap.memory.weights import Weights, weights_for
-from sglwrap.sglang.cmdline import SglangCmdline
+from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for
 
 SCHEMA_VERSION = 1
 EXIT_FITS, EXIT_RISK, EXIT_OOM = 0, 1, 78
@@ -182,9 +182,12 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     profile's environment. Pure apart from reading the model's config.json (and index) from disk."""
     from sglwrap.errors import UsageError
 
-    args = parse_server_args(sglang_argv, version=sglang_version, profile_sglang=profile_sglang)
-    if sglang_version is None and isinstance(sglang_argv, SglangCmdline):
-        sglang_version = sglang_argv.version  # a SglangCmdline knows its release
+    if isinstance(sglang_argv, SglangCmdline):
+        cmd = sglang_argv
+        sglang_version = sglang_version or cmd.version  # a SglangCmdline knows its release
+    else:  # read once here; every term and the re-planned fixes take this one reading
+        cmd = cmdline_for(sglang_argv, sglang_version)
+    args = parse_server_args(cmd, version=sglang_version, profile_sglang=profile_sglang)
     if args.gpus > facts.gpu_count:
         raise UsageError(f"--tp-size {args.tp_size} x --pp-size {args.pp_size} needs {args.gpus} GPUs; "
                          f"the host has {facts.gpu_count} ({facts.source})")
@@ -199,7 +202,7 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     if profile_sglang and "mem_fraction_static" in profile_sglang:
         profile_mfs = float(profile_sglang["mem_fraction_static"])  # type: ignore[arg-type]
     resolved = _resolved(args, shape, facts, gpu_total, profile_mfs, sglang_version)
-    extra = read_extra(sglang_argv, sglang_version)
+    extra = read_extra(cmd)
     algo = spec_algorithm(args.speculative_algorithm)
     draft = draft_model(shape, algo, args.speculative_draft_model_path, args.tp_size) if algo else None
     hybrid_swa = shape.swa is not None and not args.disable_hybrid_swa_memory  # model_config.py:1215-1218
@@ -233,7 +236,7 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
         from sglwrap.memory.explain import classify
 
         if classify(budget) not in ("fits", "fits_tight"):
-            fix = _replanned_fix(facts, profile_env, sglang_argv, sglang_version, profile_sglang, observed, budget,
+            fix = _replanned_fix(facts, profile_env, cmd, sglang_version, profile_sglang, observed, budget,
                                  args, graph_flag, classify(budget))
     verdict = explain(budget, version=sglang_version, tp=args.tp_size, graph_flag=graph_flag,
                       swa_fix=_swa_ratio_fix(cell, budget, args) if budget.swa_error else None, fix=fix)
@@ -289,65 +292,37 @@ def _weights_rel_pm(shape: ModelShape, params_based: bool) -> float:
     return 0.10 if shape.quant_method else 0.03
 
 
-def _argv_list(sglang_argv: object) -> list[str] | None:
-    if isinstance(sglang_argv, (list, tuple)):
-        return [str(a) for a in sglang_argv]
-    argv = getattr(sglang_argv, "argv", None)
-    return [str(a) for a in argv] if isinstance(argv, (list, tuple)) else None
-
-
-def _with_flag(argv: list[str], flag: str, value: str, aliases: tuple[str, ...] = ()) -> list[str]:
-    """``argv`` with ``flag value`` set (replacing the flag or one of its spellings when present)."""
-    out = list(argv)
-    for name in (flag, *aliases):
-        if name in out:
-            i = out.index(name)
-            if i + 1 < len(out):
-                out[i] = flag
-                out[i + 1] = value
-                return out
-        for j, a in enumerate(out):
-            if a.startswith(name + "="):
-                out[j] = f"{flag}={value}"
-                return out
-    return out + [flag, value]
-
-
-def _replanned_fix(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: object, version: str | None,
+def _replanned_fix(facts: HostFacts, profile_env: Mapping[str, str], cmd: SglangCmdline, version: str | None,
                    profile_sglang: Mapping[str, object] | None, observed: Observed | None, b: Budget,
                    args: ServerArgs, graph_flag: str, kind: str) -> str | None:
     """The first single change that re-plans to ``fits`` on this host, said with the re-planned numbers; None
     when no candidate does. Candidates stay in each flag's range: 0 < f < 1, TP within the host's GPUs."""
     from sglwrap.errors import SglwrapError
 
-    argv = _argv_list(sglang_argv)
-    if argv is None:
-        return None
     f = b.mem_fraction_static
-    cands: list[tuple[str, str, tuple[str, ...]]] = []
-    mfs_alias = ("--mem-fraction",)
+    cands: list[tuple[str, str]] = []  # each appended to the user's args: SGLang's parser keeps the last value
     if kind in ("kv_pool_oom", "weights_dont_fit"):
         start = int(max(b.min_mem_fraction_static, f) * 100) + 1
-        cands += [("--mem-fraction-static", f"{x / 100:.2f}", mfs_alias) for x in range(start, 96)]
+        cands += [("--mem-fraction-static", f"{x / 100:.2f}") for x in range(start, 96)]
         if args.kv_cache_dtype in ("auto", "bfloat16", "float16") and kind == "kv_pool_oom" and b.kv_budget > 0:
-            cands.append(("--kv-cache-dtype", "fp8_e4m3", ()))
+            cands.append(("--kv-cache-dtype", "fp8_e4m3"))
         tp2 = args.tp_size * 2
         if tp2 * args.pp_size <= facts.gpu_count:
-            cands.append(("--tp-size", str(tp2), ("--tp", "--tensor-parallel-size")))
+            cands.append(("--tp-size", str(tp2)))
     elif kind == "graph_oom_risk":
         bs = args.cuda_graph_max_bs or 512
         while bs > 8:
             bs //= 2
-            cands.append((graph_flag, str(bs), ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode")))
+            cands.append((graph_flag, str(bs)))
         cps = args.chunked_prefill_size or 8192
         while cps > 1024:
             cps //= 2
-            cands.append(("--chunked-prefill-size", str(cps), ()))
+            cands.append(("--chunked-prefill-size", str(cps)))
         low = int(b.min_mem_fraction_static * 100) + 1
-        cands += [("--mem-fraction-static", f"{x / 100:.2f}", mfs_alias) for x in range(int(f * 100) - 1, low, -1)]
-    for flag, value, aliases in cands:
-        trial = _with_flag(argv, flag, value, aliases)
+        cands += [("--mem-fraction-static", f"{x / 100:.2f}") for x in range(int(f * 100) - 1, low, -1)]
+    for flag, value in cands:
         try:
+            trial = cmd.with_args([flag, value])
             p = plan(facts, profile_env, trial, sglang_version=version, profile_sglang=profile_sglang,
                      observed=observed, search_fix=False)
         except SglwrapError:

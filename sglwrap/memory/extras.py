@@ -25,10 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sglwrap.memory.fits import GIB, Term, exact
 from sglwrap.memory.model import ModelShape
+
+if TYPE_CHECKING:
+    from sglwrap.sglang.cmdline import SglangCmdline
 
 SPEC_ALGOS = ("EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE")
 
@@ -66,15 +69,9 @@ class Extra:
     redundant_experts: int = 0
 
 
-def read_extra(argv: Any, version: str | None) -> Extra:
-    """Read the extra flags from the user's command line (a list of SGLang arguments or a SglangCmdline)."""
-    try:
-        from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for
-
-        cmd = argv if isinstance(argv, SglangCmdline) else cmdline_for(list(argv), version)
-        given: Mapping[str, Any] = cmd.canonical_given()
-    except Exception:  # noqa: BLE001 - the main parse already reported a bad command line
-        return Extra()
+def read_extra(cmd: SglangCmdline) -> Extra:
+    """Read the extra flags from the user's command line."""
+    given: Mapping[str, Any] = cmd.canonical_given()
 
     def _int(key: str, default: int | None) -> int | None:
         v = given.get(key)

@@ -28,10 +28,7 @@ from sglwrap.sglang.flags import FlagInfo, FlagTable
 CANONICAL_DEST = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size",
                   "data_parallel_size": "dp_size", "expert_parallel_size": "ep_size",
                   "attention_data_parallel_size": "attn_dp_size"}
-_RELEASE_DESTS: dict[str, tuple[str, ...]] = {}
-for _old, _new in CANONICAL_DEST.items():
-    _RELEASE_DESTS.setdefault(_new, (_new,))
-    _RELEASE_DESTS[_new] = (*_RELEASE_DESTS[_new], _old)
+_RELEASE_DESTS: dict[str, tuple[str, ...]] = {new: (new, old) for old, new in CANONICAL_DEST.items()}
 
 
 class _ParseError(Exception):
@@ -71,8 +68,9 @@ _CUSTOM_TYPES: dict[str, Any] = {"other:human_readable_int": _human_readable_int
                                  "other:nullable_str": _nullable_str}
 
 
-def _convert(type_name: str | None, default: Any) -> Any:
-    """The converter argparse would call for a flag of ``type_name``."""
+def _convert(type_name: str | None) -> Any:
+    """The converter argparse would call for a flag of ``type_name`` (the flag tables record ``str`` for a store
+    without a type)."""
     if type_name in _CUSTOM_TYPES:
         return _CUSTOM_TYPES[type_name]
     if type_name == "int":
@@ -81,10 +79,6 @@ def _convert(type_name: str | None, default: Any) -> Any:
         return float
     if type_name == "json":
         return json.loads
-    if type_name is None and isinstance(default, float):
-        return float
-    if type_name is None and isinstance(default, int) and not isinstance(default, bool):
-        return int
     return None  # str, a custom callable sglwrap cannot run, or unknown: the string as given
 
 
@@ -129,7 +123,7 @@ def build_parser(table: FlagTable) -> argparse.ArgumentParser:
             kw["action"] = "append" if "Append" in action else "store"
             if info.nargs != 1:
                 kw["nargs"] = info.nargs
-            conv = _convert(info.type, info.default)
+            conv = _convert(info.type)
             if conv is not None:
                 kw["type"] = conv
             choices = _choices(info, conv)
@@ -389,14 +383,8 @@ def _did_you_mean(name: str, table: FlagTable) -> str:
 
 def _explain(message: str, table: FlagTable) -> str:
     """argparse's error, said as what SGLang would do with it."""
-    v = table.version
-    if message.startswith("ambiguous option"):
-        return (f"SGLang {v} would refuse this (exit 2): {message}. Write the exact flag.")
-    if "invalid choice" in message or "invalid" in message and "value" in message:
-        return f"SGLang {v} would refuse this (exit 2): {message}"
-    if "expected" in message and "argument" in message:
-        return f"SGLang {v} would refuse this (exit 2): {message}"
-    return f"SGLang {v} would refuse this (exit 2): {message}"
+    hint = ". Write the exact flag." if message.startswith("ambiguous option") else ""
+    return f"SGLang {table.version} would refuse this (exit 2): {message}{hint}"
 
 
 def _unknown(extras: Sequence[str], table: FlagTable, argv: Sequence[str]) -> str:

@@ -23,61 +23,15 @@ from packaging.version import InvalidVersion, Version
 
 from sglwrap.errors import ConfigError
 from sglwrap.fsutil import atomic_write_text
-from sglwrap.sglang.release import TargetRelease, installed_version_text, resolve_target, target_python
+from sglwrap.sglang.release import TargetRelease, resolve_target, target_python
 from sglwrap.versions import parse as parse_version
 
 TABLE_SCHEMA = 2
 
-_INTROSPECT = r"""
-import argparse, importlib.metadata as md, json, sys
-from sglang.srt.server_args import ServerArgs
-p = argparse.ArgumentParser(prog="sglang serve")
-ServerArgs.add_cli_args(p)
-def jsonable(v):
-    try:
-        json.dumps(v)
-        return v
-    except (TypeError, ValueError):
-        return repr(v)
-def type_name(t):
-    if t is None:
-        return None
-    n = getattr(t, "__name__", type(t).__name__)
-    if t in (int, float, str):
-        return n
-    if n == "loads" and getattr(t, "__module__", "") == "json":
-        return "json"
-    if n in ("str2bool", "strtobool", "_str2bool", "parse_bool", "bool"):
-        return "bool"
-    return "other:" + n
-flags = []
-for a in p._actions:
-    if not a.option_strings:
-        continue
-    nargs = a.nargs
-    if nargs is None:
-        nargs = 1
-    flags.append({
-        "options": list(a.option_strings), "dest": a.dest, "nargs": nargs, "action": type(a).__name__,
-        "type": type_name(a.type) if a.type is not None or nargs == 0 else "str",
-        "choices": [jsonable(c) for c in a.choices] if a.choices else None,
-        "new_flag": getattr(a, "new_flag", None), "required": bool(a.required),
-        "const": jsonable(a.const),
-        "default": jsonable(a.default),
-    })
-env = {}
-try:
-    from sglang.srt import environ as E
-    for name, obj in vars(E.Envs).items():
-        if name.startswith("SGLANG_") or isinstance(obj, E.EnvField):
-            if isinstance(obj, E.EnvField):
-                d = getattr(obj, "default", None)
-                env[name] = {"type": type(obj).__name__,
-                             "default": d if isinstance(d, (int, float, str, bool, type(None))) else repr(d)}
-except Exception as e:  # the flag table is still useful without the env registry
-    env = {"__error__": repr(e)}
-json.dump({"schema": %d, "version": md.version("sglang"), "flags": flags, "env": env}, sys.stdout)
-""" % TABLE_SCHEMA
+# The live table is made by the same code as the bundled release data: ``generate.py`` run as a script (standard
+# library only) inside the target interpreter. Its text keys the cache, so a changed reading is never mixed with an
+# older one.
+_GENERATOR = Path(__file__).resolve().with_name("generate.py")
 
 
 @dataclass(frozen=True)
@@ -141,11 +95,6 @@ def table_from_json(raw: dict[str, Any], source: str) -> FlagTable:
     return FlagTable(version=str(raw["version"]), flags=flags, env=env, source=source, extra=extra)
 
 
-def installed_sglang_version(python: str) -> str | None:
-    """The SGLang version installed for ``python`` (no import of sglang), or None."""
-    return installed_version_text(python)
-
-
 def cache_dir(environ: dict[str, str] | None = None) -> Path:
     """``$XDG_CACHE_HOME/sglwrap`` (default ``~/.cache/sglwrap``)."""
     env = os.environ if environ is None else environ
@@ -170,18 +119,16 @@ def bundled_versions() -> list[str]:
     return [t for _, t in sorted(found)]
 
 
-def introspect(python: str) -> dict[str, Any]:
-    """Run the introspection script under ``python``; raises ConfigError with SGLang's output on failure."""
+def introspect(python: str, version: str) -> dict[str, Any]:
+    """The installed SGLang's flag table and ``SGLANG_*`` registry, read in a subprocess of ``python`` by the
+    release-data generator; ConfigError with SGLang's output when its ServerArgs cannot be imported there."""
+    from sglwrap.sglang import generate
+
     try:
-        proc = subprocess.run([python, "-c", _INTROSPECT], capture_output=True, text=True, timeout=300,
-                              check=False, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise ConfigError(f"could not run {python} to read SGLang's flags: {e}") from None
-    if proc.returncode != 0:
-        tail = "\n    ".join(proc.stderr.strip().splitlines()[-8:])
-        raise ConfigError(f"{python} could not import SGLang's ServerArgs (exit {proc.returncode}):\n    {tail}")
-    data: dict[str, Any] = json.loads(proc.stdout)
-    return data
+        data = generate.introspect(python, None, "sglang serve", permissive=False, timeout=300, isolated=False)
+    except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
+        raise ConfigError(f"{python} could not import SGLang's ServerArgs: {e}") from None
+    return {"schema": TABLE_SCHEMA, "version": version, "flags": data["flags"], "env": data["env"]}
 
 
 def table_for(target: TargetRelease, environ: dict[str, str] | None = None) -> FlagTable:
@@ -206,7 +153,7 @@ def target_release(python: str | None = None, assume_version: str | None = None,
 
 def _installed_table(python: str, version: str, environ: dict[str, str] | None) -> FlagTable:
     # keyed by the interpreter and by this introspection script, so a newer sglwrap never reads an older reading
-    key = hashlib.sha256((os.path.realpath(python) + _INTROSPECT).encode()).hexdigest()[:10]
+    key = hashlib.sha256(os.path.realpath(python).encode() + _GENERATOR.read_bytes()).hexdigest()[:10]
     cached = cache_dir(environ) / "sglang" / f"flags-{version}-{key}.json"
     if cached.is_file():
         try:
@@ -216,7 +163,7 @@ def _installed_table(python: str, version: str, environ: dict[str, str] | None) 
         except (OSError, json.JSONDecodeError):
             pass
     sys.stderr.write(f"sglwrap: reading SGLang {version}'s flags from {python} (once per version, ~10 s)…\n")
-    raw = introspect(python)
+    raw = introspect(python, version)
     cached.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(cached, json.dumps(raw), mode=0o644)
     return table_from_json(raw, f"introspected:{python}")
@@ -243,11 +190,3 @@ def pick_flag(candidates: list[str] | tuple[str, ...], table: FlagTable) -> str 
         if c in table.flags:
             return c
     return None
-
-
-def snapshot(python: str, out_dir: Path) -> Path:
-    """Write the introspected table of ``python``'s SGLang as a bundled snapshot (maintainers' tool)."""
-    raw = introspect(python)
-    path = out_dir / f"sglang-{raw['version']}.json"
-    atomic_write_text(path, json.dumps(raw, indent=0, sort_keys=True) + "\n", mode=0o644)
-    return path

@@ -642,19 +642,27 @@ def child_main(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def introspect(python: str, src: Path | None, prog: str | None, *, permissive: bool,
-               timeout: float = 900) -> dict[str, Any]:
-    """Run :func:`child_main` under ``python`` (``src`` first on its path; None: the installed SGLang)."""
+               timeout: float = 900, isolated: bool = True) -> dict[str, Any]:
+    """Run :func:`child_main` under ``python`` (``src`` first on its path; None: the installed SGLang).
+
+    ``isolated`` (release data): no SGLANG_/XDG_/HF_ variables, no PYTHONPATH, ``HOME="~"``, so the data holds no
+    trace of this machine. Not isolated (sglwrap reading the SGLang a launch will run): the caller's environment, as
+    that SGLang will see it."""
     with tempfile.TemporaryDirectory(prefix="sglwrap-gen-") as tmp:
         out = Path(tmp) / "out.json"
         spec = {"src": str(src) if src else None, "prog": prog, "permissive": permissive, "out": str(out)}
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("SGLANG_", "XDG_", "HF_")) and k not in ("PYTHONPATH", "TMPDIR")}
-        # HOME="~": a default made with os.path.expanduser("~/...") at import time reads "~/..." in the data,
-        # not this machine's home; anything the import writes under it lands in the temporary cwd
-        env.update(PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false",
-                   HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1", HOME="~")
+        if isolated:
+            env = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("SGLANG_", "XDG_", "HF_")) and k not in ("PYTHONPATH", "TMPDIR")}
+            # HOME="~": a default made with os.path.expanduser("~/...") at import time reads "~/..." in the data,
+            # not this machine's home; anything the import writes under it lands in the temporary cwd
+            env.update(CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1",
+                       PYTHONDONTWRITEBYTECODE="1", HOME="~")
+        else:
+            env = dict(os.environ)
+        env["PYTHONWARNINGS"] = "ignore"
         proc = subprocess.run([python, str(_HERE), "--child", json.dumps(spec)], capture_output=True, text=True,
-                              timeout=timeout, check=False, env=env, cwd=tmp)
+                              timeout=timeout, check=False, env=env, cwd=tmp if isolated else None)
         if proc.returncode != 0 or not out.is_file():
             tail = "\n    ".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
             raise RuntimeError(f"introspection under {python} (src={src}) failed, exit {proc.returncode}:\n    {tail}")

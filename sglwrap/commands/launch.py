@@ -118,7 +118,6 @@ def run(opts: L.LaunchOptions) -> int:
     placement = multinode.place(cmd, environ)
     if placement.added:
         cmd = cmd.with_args(placement.added)
-        opts = dataclasses.replace(opts, sglang_args=cmd.argv)
     endpoint = _endpoint(cmd) if opts.notify else None
     # --- end multi-node ---
     # `sglang serve` where the release has it (0.5.10+), else python -m sglang.launch_server; tests substitute a module

@@ -64,6 +64,17 @@ def test_every_setting_and_feature_flag_candidate_exists_in_0_5_23_or_is_a_known
             assert not frag or frag[0] in live.flags, f"{f.name}: {frag}"
 
 
+def _sglang_prepares(argvs: list[list[str]], attrs: tuple[str, ...]) -> list[dict]:  # type: ignore[type-arg]
+    """``attrs`` of SGLang's own ``prepare_server_args(argv)`` (parsing and post-processing, on CPU), per argv."""
+    code = ("import json, sys\nfrom sglang.srt.server_args import prepare_server_args\n"
+            "argvs, attrs = json.loads(sys.argv[1])\n"
+            "print(json.dumps([{k: getattr(prepare_server_args(a), k, None) for k in attrs} for a in argvs]))\n")
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps([argvs, attrs])], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
 def test_every_builtin_profile_maps_onto_exact_flags_that_sglangs_own_parser_accepts(live) -> None:  # type: ignore[no-untyped-def]
     argvs = {}
     for name, _ in list_profiles():
@@ -74,19 +85,9 @@ def test_every_builtin_profile_maps_onto_exact_flags_that_sglangs_own_parser_acc
                 assert tok in live.flags, f"{name}: {tok} is not an exact flag"
         argvs[name] = list(plan.sglang_args)
     # SGLang's own parser (prepare_server_args, no GPU needed) accepts what we emit, and reads our values.
-    code = (
-        "import json, sys\n"
-        "from sglang.srt.server_args import prepare_server_args\n"
-        "out = {}\n"
-        "for name, argv in json.loads(sys.argv[1]).items():\n"
-        "    a = prepare_server_args(argv)\n"
-        "    out[name] = {'cuda_graph_max_bs_decode': getattr(a, 'cuda_graph_max_bs_decode', None),\n"
-        "                 'disable_custom_all_reduce': a.disable_custom_all_reduce}\n"
-        "print(json.dumps(out))\n")
-    proc = subprocess.run([sys.executable, "-c", code, json.dumps(argvs)], capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    parsed = json.loads(proc.stdout.strip().splitlines()[-1])
+    names = list(argvs)
+    read = _sglang_prepares([argvs[n] for n in names], ("cuda_graph_max_bs_decode", "disable_custom_all_reduce"))
+    parsed = dict(zip(names, read))
     assert parsed["lowgraph"]["cuda_graph_max_bs_decode"] == 128
     assert parsed["baseline"]["cuda_graph_max_bs_decode"] != 128
     assert parsed["pcie-ring"]["disable_custom_all_reduce"] is True
@@ -182,14 +183,7 @@ def test_prepare_server_args_agrees_on_the_typed_views(live) -> None:  # type: i
     """What SGLang's full argument preparation (post-processing included, on CPU) keeps for the exposed views."""
     argvs = [["--model-path", "m", "--tp", "2", "--port", "31000", "--host", "0.0.0.0", "--device", "cpu"],
              ["--model-path", "m", "--tensor-parallel", "4", "--pp-size", "2", "--device", "cpu"]]
-    code = ("import json, sys\nfrom sglang.srt.server_args import prepare_server_args\nout = []\n"
-            "for argv in json.loads(sys.argv[1]):\n    a = prepare_server_args(argv)\n"
-            "    out.append({k: getattr(a, k) for k in ('tp_size', 'pp_size', 'port', 'host', 'model_path', "
-            "'device')})\nprint(json.dumps(out))\n")
-    proc = subprocess.run([sys.executable, "-c", code, json.dumps(argvs)], capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    theirs = json.loads(proc.stdout.strip().splitlines()[-1])
+    theirs = _sglang_prepares(argvs, ("tp_size", "pp_size", "port", "host", "model_path", "device"))
     for argv, their in zip(argvs, theirs):
         ours = parse_cmdline(argv, live)
         assert (ours.tp, ours.pp, ours.port, ours.host, ours.model_path, ours.device) == (

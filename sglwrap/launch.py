@@ -311,15 +311,6 @@ class LaunchOptions:
     keep: bool = False  # --keep: a dry run writes its files for inspection
 
 
-def assumed_sglang_version(assume_stack: str | None) -> str | None:
-    """The ``sglang=`` entry of ``--assume-stack`` (parsed and checked as preflight parses it), if any."""
-    if not assume_stack:
-        return None
-    from sglwrap.host.probe import parse_assume_stack
-
-    return parse_assume_stack(assume_stack).get("sglang")
-
-
 def prepare(opts: LaunchOptions, cmd: SglangCmdline, release: TargetRelease, environ: Mapping[str, str],
             python: str) -> LaunchPlan:
     """Profile -> preflight (which plans memory once and hands the plan on) -> argv/env plan. Raises ConfigError

@@ -91,7 +91,9 @@ _TABLE_CACHE: dict[str | None, tuple[TargetRelease, FlagTable]] = {}
 
 def _table(assume_stack: str | None) -> tuple[TargetRelease, FlagTable]:
     """The release the launch is for and its flag table (resolved once per process)."""
-    version = L.assumed_sglang_version(assume_stack)
+    from sglwrap.host.probe import assumed_sglang_version
+
+    version = assumed_sglang_version(assume_stack)
     if version not in _TABLE_CACHE:
         release = target_release(target_python(), version)
         _TABLE_CACHE[version] = (release, table_for(release))

@@ -101,7 +101,7 @@ def _facts(assume: str | None) -> Any:
 def _cmdline(opts: MemoryOptions) -> tuple[Any, str]:
     """The user's SGLang args read as the target release reads them (64 for what SGLang would refuse), and that
     release's version: its defaults are planned with even when the nearest bundled flag table is another release's."""
-    from sglwrap.launch import assumed_sglang_version
+    from sglwrap.host.probe import assumed_sglang_version
     from sglwrap.sglang.cmdline import parse_cmdline
     from sglwrap.sglang.flags import table_for, target_release
 

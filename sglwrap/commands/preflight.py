@@ -74,7 +74,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> PreflightOpti
 
 def preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
     """Gather facts, load the profile and flag table, run the checks. Returns (result, timing)."""
-    from sglwrap.host.probe import gather_facts
+    from sglwrap.host.probe import assumed_sglang_version, gather_facts
     from sglwrap.preflight import run_preflight
     from sglwrap.profiles import load_profile
     from sglwrap.sglang.cmdline import parse_cmdline
@@ -83,7 +83,7 @@ def preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any, 
 
     t0 = time.monotonic()
     python = target_python(dict(environ))
-    release = target_release(python, _assumed_sglang(opts.assume_stack), dict(environ))
+    release = target_release(python, assumed_sglang_version(opts.assume_stack), dict(environ))
     cmd = parse_cmdline(opts.sglang_args, table_for(release, dict(environ)))  # SGLang would refuse it: exit 64
     name = opts.profile or environ.get("SGLWRAP_PROFILE") or "baseline"
     profile = load_profile(name, environ)
@@ -95,12 +95,6 @@ def preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any, 
               "stack_probe": {"cache": probe.get("cache"), "probe_s": probe.get("probe_seconds")},
               "sglang": release.as_dict()}
     return result, timing
-
-
-def _assumed_sglang(assume_stack: str | None) -> str | None:
-    from sglwrap.launch import assumed_sglang_version
-
-    return assumed_sglang_version(assume_stack)
 
 
 def explain(entry_id: str) -> int:

@@ -142,6 +142,11 @@ _KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _VER_RE = re.compile(r"^\d+(\.\d+)*([a-z0-9.+_-]*)$", re.I)
 
 
+def assumed_sglang_version(assume_stack: str | None) -> str | None:
+    """The ``sglang=`` entry of ``--assume-stack`` (parsed and checked as everywhere else), if any."""
+    return parse_assume_stack(assume_stack).get("sglang") if assume_stack else None
+
+
 def parse_assume_stack(text: str) -> dict[str, str]:
     """``sglang=0.5.23,torch=2.9.1+cu128,driver=570.124.06`` -> a dict; ``torch-arch`` takes ``sm_90:sm_100``."""
     out: dict[str, str] = {}

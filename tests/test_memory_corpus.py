@@ -114,11 +114,9 @@ def test_memory_corpus_no_working_launch_exits_nonzero(case: dict[str, Any]) -> 
 
 def test_memory_corpus_from_scratch_kv_tokens(capsys: pytest.CaptureFixture[str]) -> None:
     """From scratch: the KV token count against the log, for every working launch with a catalogued GPU, its
-    arguments and an uncapped pool (12 launches). Reached: 11 of 12 within 5% (91.7%): 01 QwQ-32B 4x L4 -1.6%,
-    07 Llama-70B geometry 8x H200 +0.2%, 14 Qwen3-235B-FP8 4x H100 -0.5%, the five SGLang docs-CI H100 runs
-    (0.3.4-0.4.2) within 1%, 34 Qwen3-14B 4x RTX 4090 -2.3%, 35 Qwen3-0.6B RTX 5080 -2.9%, 36 R1-Distill-7B on
-    a WSL RTX 3090 +1.9%. The miss: 08 on a B200 +15.1%, whose excerpt shows no server_args: the pool implies a
-    fraction near 0.77 where the release's default is 0.857 (the launch may have set it; the log does not say)."""
+    arguments and a logged pool size. The issue's target is 5% on at least 90% of them. A case outside 5% must say
+    why in its own ``from_scratch_miss`` field (and a case that says so must really miss, so a stale note is caught).
+    The numbers reached are printed and written in docs/memory-model.md."""
     rows = []
     for c in _working():
         kv = c["truth"].get("kv_tokens")
@@ -126,17 +124,18 @@ def test_memory_corpus_from_scratch_kv_tokens(capsys: pytest.CaptureFixture[str]
             continue
         b = _plan(c).budget
         rows.append((c["id"], (b.kv_tokens - kv) / kv, b.kv_tokens_pm / kv,
-                     c["argv"].count("--mem-fraction-static") > 0))
+                     c["argv"].count("--mem-fraction-static") > 0, c.get("from_scratch_miss")))
     with capsys.disabled():
-        for cid, err, pm, _ in rows:
+        for cid, err, pm, _, _ in rows:
             print(f"\n  {cid}: {err:+.1%} (± {pm:.1%})", end="")
-        print()
-    within = [cid for cid, err, _, _ in rows if abs(err) <= 0.05]
-    assert len(rows) == 12 and len(within) == 11, rows
-    assert len(within) / len(rows) >= 0.9  # the issue's target
-    assert [cid for cid, *_ in rows if cid not in within] == ["08_qwen2.5-7b-geometry_1xB200_ok"]
+        print(f"\n  within 5%: {sum(abs(r[1]) <= 0.05 for r in rows)} of {len(rows)}")
+    assert len(rows) >= 12
+    within = [cid for cid, err, *_ in rows if abs(err) <= 0.05]
+    assert len(within) / len(rows) >= 0.9, rows  # the issue's target
+    for cid, err, _, _, miss in rows:
+        assert (abs(err) > 0.05) == bool(miss), (cid, err, miss)
     # where the launch gave --mem-fraction-static (no release default involved), the log lies inside the ± band
-    for cid, err, pm, given_f in rows:
+    for cid, err, pm, given_f, _ in rows:
         if given_f:
             assert abs(err) <= pm, (cid, err, pm)
 

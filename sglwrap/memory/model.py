@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from sglwrap.errors import ConfigError
+from sglwrap.memory.catalogue import CATALOGUE_DIR, catalogue_dir, catalogue_names  # noqa: F401 (re-exported)
 from sglwrap.memory.mamba import MambaLayout, unmodelled_hybrid
 from sglwrap.memory.mamba import layout_from_config as mamba_layout
 from sglwrap.memory.swa import SwaLayout, layout_from_config
 
-CATALOGUE_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 
 # Architectures SGLang 0.5.23 runs with MLA (model_config.py:1367-1401, the ones we may meet).
 MLA_ARCHS = frozenset({
@@ -68,6 +68,17 @@ class ModelShape:
     swa: SwaLayout | None = None  # set when SGLang 0.5.23 gives the model a hybrid SWA pool (swa.py)
     mamba: MambaLayout | None = None  # set for a mamba / linear-attention hybrid this accountant sizes (mamba.py)
     unmodelled_hybrid: bool = False  # a linear-attention hybrid whose state pool is not modelled
+    moe_layer_step: int = 1  # every step-th layer (1-based) past first_k_dense is MoE (Llama-4, Qwen-MoE)
+    dense_intermediate_size: int | None = None  # FFN width of the dense layers when it differs (Llama-4)
+    shared_expert_intermediate: int | None = None  # total shared-expert FFN width per MoE layer, when set
+
+    @property
+    def num_moe_layers(self) -> int:
+        """How many layers hold routed experts."""
+        if not self.is_moe:
+            return 0
+        step = max(1, self.moe_layer_step)
+        return sum(1 for i in range(self.first_k_dense, self.num_layers) if (i + 1) % step == 0)
 
     @property
     def is_moe(self) -> bool:
@@ -90,20 +101,6 @@ def _hf_cache_dir(name: str) -> Path | None:
     return Path(hit).parent if isinstance(hit, str) else None
 
 
-def catalogue_names() -> list[str]:
-    """Names of the built-in configs (``sglwrap/data/models/<Name>/config.json``)."""
-    return sorted(p.parent.name for p in CATALOGUE_DIR.glob("*/config.json"))
-
-
-def _catalogue_dir(name: str) -> Path | None:
-    want = name.rstrip("/").rsplit("/", 1)[-1].lower()
-    want = want.removeprefix("meta-").removesuffix("-instruct")
-    for known in catalogue_names():
-        if known.lower() == want:
-            return CATALOGUE_DIR / known
-    return None
-
-
 def find_config(model_path: str) -> tuple[Path, str]:
     """(config.json path, where it came from): local path, then the HF cache, then the catalogue."""
     p = Path(model_path).expanduser()
@@ -114,7 +111,7 @@ def find_config(model_path: str) -> tuple[Path, str]:
     hf = _hf_cache_dir(model_path)
     if hf is not None and (hf / "config.json").is_file():
         return hf / "config.json", f"hf-cache {hf}"
-    cat = _catalogue_dir(model_path)
+    cat = catalogue_dir(model_path)
     if cat is not None:
         return cat / "config.json", f"catalogue {cat.name}"
     from sglwrap.errors import UsageError
@@ -154,6 +151,10 @@ def _kv_heads(tc: dict[str, Any], model_type: str | None) -> int:
     return int(tc["num_attention_heads"])
 
 
+def _is_vision_module(name: str) -> bool:
+    return any(t in name for t in ("vision", "visual", "mm_projector", "multi_modal_projector"))
+
+
 def _quant(cfg: dict[str, Any], tc: dict[str, Any]) -> tuple[str | None, int | None, int | None, str]:
     q = cfg.get("quantization_config") or tc.get("quantization_config")
     if not isinstance(q, dict):
@@ -173,10 +174,36 @@ def _quant(cfg: dict[str, Any], tc: dict[str, Any]) -> tuple[str | None, int | N
         w = next(iter(groups.values())).get("weights", {})
         bits = w.get("num_bits", bits)
         group = w.get("group_size", group)
-        ignore = " ".join(str(x) for x in q.get("ignore", ()))
+        # the vision tower's own layers (often listed one by one) say nothing of the language model's
+        ignore = " ".join(str(x) for x in q.get("ignore", ()) if not _is_vision_module(str(x)))
         if "self_attn" in ignore or "shared_experts" in ignore:
             scope = "routed-experts"
     return method, None if bits is None else int(bits), None if group is None else int(group), scope
+
+
+# transformers' own default of tie_word_embeddings where a config leaves it out (Gemma's configs do; PretrainedConfig
+# defaults to True, but LlamaConfig, Qwen2Config, MistralConfig and most decoder configs to False).
+_TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
+
+
+def _tied(cfg: dict[str, Any], tc: dict[str, Any]) -> bool:
+    for c in (cfg, tc):
+        if "tie_word_embeddings" in c:
+            return bool(c["tie_word_embeddings"])
+    return (tc.get("model_type") or cfg.get("model_type")) in _TIED_BY_DEFAULT
+
+
+def _moe_layout(tc: dict[str, Any]) -> tuple[int, int | None, int | None]:
+    """(MoE layer step, dense-layer FFN width, shared-expert FFN width) beyond the DeepSeek-style keys.
+
+    Llama-4 (``llama4_text``): MoE on every ``interleave_moe_layer_step``-th layer, the dense layers'
+    FFN is ``intermediate_size_mlp``, every MoE layer adds one shared expert of ``intermediate_size``.
+    Qwen2/3-MoE: ``decoder_sparse_step`` and ``shared_expert_intermediate_size``."""
+    if tc.get("model_type") == "llama4_text":
+        return (int(tc.get("interleave_moe_layer_step") or 1), tc.get("intermediate_size_mlp"),
+                int(tc.get("intermediate_size") or 0))
+    shared = tc.get("shared_expert_intermediate_size")
+    return int(tc.get("decoder_sparse_step") or 1), None, None if shared is None else int(shared)
 
 
 def _vision_params(cfg: dict[str, Any]) -> int:
@@ -202,6 +229,7 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
         method, bits, group, scope = _quant(cfg, tc)
         sliding = tc.get("sliding_window") if tc.get("use_sliding_window", True) else None
         model_type = tc.get("model_type") or cfg.get("model_type")
+        step, dense, shared = _moe_layout(tc)
         return ModelShape(
             name=name, source=source, directory=directory, architecture=str(arch),
             num_layers=int(tc["num_hidden_layers"]), num_attention_heads=heads,
@@ -216,7 +244,7 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
             context_len=context_length(tc), hidden_size=hidden,
             intermediate_size=int(tc.get("intermediate_size") or 4 * hidden),
             vocab_size=int(tc.get("vocab_size") or cfg.get("vocab_size") or 32000),
-            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", tc.get("tie_word_embeddings", False))),
+            tie_word_embeddings=_tied(cfg, tc),
             torch_dtype=str(tc.get("torch_dtype") or cfg.get("torch_dtype") or tc.get("dtype") or "bfloat16"),
             n_routed_experts=int(tc.get("n_routed_experts") or tc.get("num_experts") or tc.get("num_local_experts")
                                  or 0),
@@ -230,6 +258,8 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
             swa=layout_from_config(str(arch), tc),
             mamba=mamba_layout(model_type, tc),
             unmodelled_hybrid=mamba_layout(model_type, tc) is None and unmodelled_hybrid(model_type, str(arch)),
+            moe_layer_step=step, dense_intermediate_size=None if dense is None else int(dense),
+            shared_expert_intermediate=shared,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{source}: config.json lacks what the memory model needs ({type(e).__name__}: {e})") \

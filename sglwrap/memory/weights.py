@@ -113,19 +113,23 @@ def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_
     # attention (sharded by attn_tp) and its replicated down-projections
     total += layers * (sharded * attn_lin + repl * attn_lin)
     rank += layers * (sharded * attn_lin / attn_tp + repl * attn_lin)
-    mlp_dense = 3 * h * shape.intermediate_size
+    mlp_dense = 3 * h * (shape.dense_intermediate_size or shape.intermediate_size)
     if shape.is_moe:
-        moe_layers = layers - shape.first_k_dense
+        moe_layers = shape.num_moe_layers
+        dense_layers = layers - moe_layers  # first_k_dense plus the dense layers between interleaved MoE ones
         experts = shape.n_routed_experts * 3 * h * shape.moe_intermediate_size
-        shared = shape.n_shared_experts * 3 * h * shape.moe_intermediate_size
+        shared_width = shape.shared_expert_intermediate
+        if shared_width is None:
+            shared_width = shape.n_shared_experts * shape.moe_intermediate_size
+        shared = 3 * h * shared_width
         router = shape.n_routed_experts * h
         sh = sharding or Sharding()
         per_expert = 3 * h * shape.moe_intermediate_size
         rank_experts = (shape.n_routed_experts + sh.redundant_experts) * per_expert / tp
-        total += moe_layers * (experts * lin + shared * attn_lin + router * base) + shape.first_k_dense * mlp_dense * attn_lin
+        total += moe_layers * (experts * lin + shared * attn_lin + router * base) + dense_layers * mlp_dense * attn_lin
         rank += moe_layers * (rank_experts * lin + shared * attn_lin / (1 if sh.shared_replicated else tp)
                               + router * base) \
-            + shape.first_k_dense * mlp_dense * attn_lin / (1 if sh.dense_replicated else tp)
+            + dense_layers * mlp_dense * attn_lin / (1 if sh.dense_replicated else tp)
     else:
         total += layers * mlp_dense * lin
         rank += layers * mlp_dense * lin / tp

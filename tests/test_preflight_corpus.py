@@ -2,7 +2,10 @@
 CLI: ``sglwrap preflight --json --assume <gpus> --assume-stack <stack> -- <flags>``.
 
 A failure must come out blocked or downgraded and name the right knowledge-base entry (``[id]`` in a check's
-reason); a working setup must not be blocked. The target interpreter is a bare virtualenv, so the cases see only
+reason); a working setup must not be blocked. A command line sglwrap refuses outright (exit 64, an option the
+target SGLang does not have) comes out as the verdict ``refused`` by ``sglang-flags``. A failure the current code
+does not catch carries ``missed: <why>``: it is reported as xfail, and the test fails once it is caught (remove the
+mark then). The target interpreter is a bare virtualenv, so the cases see only
 the stack they state (not this machine's packages or binaries).
 
 Two schemas are read: ``k*.yaml`` (this file's: gpus, stack, flags, env, expect.verdict/entry) and the ``m*.yaml``
@@ -103,6 +106,12 @@ def run_case(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[int,
     with redirect_stdout(out), redirect_stderr(err):
         code = main(argv_of(doc))
     text = out.getvalue()
+    if code == 64 and not text.strip():
+        # sglwrap refused the command line before any check ran (an option the target SGLang does not have): the
+        # launch never starts, which for a corpus case counts as a block by the command-line reader.
+        reason = err.getvalue().strip()
+        return code, {"verdict": "refused", "checks": [{"id": "sglang-flags", "status": "block", "reason": reason}]}, \
+            err.getvalue()
     assert text.strip(), f"no JSON on stdout (exit {code}): {err.getvalue()[-2000:]}"
     return code, json.loads(text), err.getvalue()
 
@@ -116,23 +125,37 @@ def _summary(result: dict[str, Any]) -> str:
                      if c["status"] in ("block", "downgrade", "warn"))
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_corpus_case(path: Path, corpus_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    doc = _load(path)
-    assert doc.get("source", "").startswith("https://"), f"{path.name}: every case names its public source"
+def judge(doc: dict[str, Any], code: int, result: dict[str, Any]) -> str | None:
+    """None when the outcome meets the case's expectation, else what went wrong."""
     verdict, entry = _expect(doc)
-    code, result, _err = run_case(doc, monkeypatch)
     got = result["verdict"]
     if verdict == "not-blocked":
-        assert got != "blocked", f"{path.name}: a working setup was blocked: {_summary(result)}"
-        return
+        return None if got not in ("blocked", "refused") else f"a working setup was {got}: {_summary(result)}"
     if verdict == "blocked-or-downgraded":
-        assert got in ("blocked", "downgraded"), f"{path.name}: {got}: {_summary(result)}"
-    else:
-        assert got == verdict, f"{path.name}: expected {verdict}, got {got} (exit {code}): {_summary(result)}"
-    assert code == {"ok": 0, "downgraded": 1, "blocked": 78}[got]
-    if entry:
-        assert _named(result, entry), f"{path.name}: {entry} not named: {_summary(result)}"
+        if got not in ("blocked", "downgraded", "refused"):
+            return f"{got}: {_summary(result)}"
+    elif got != verdict:
+        return f"expected {verdict}, got {got} (exit {code}): {_summary(result)}"
+    if code != {"ok": 0, "downgraded": 1, "blocked": 78, "refused": 64}[got]:
+        return f"verdict {got} with exit {code}"
+    if entry and not _named(result, entry):
+        return f"{entry} not named: {_summary(result)}"
+    return None
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_corpus_case(path: Path, corpus_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case's outcome meets its expectation. A case marked ``missed: <why>`` (a real failure the current code does
+    not catch) is reported as xfail while it still misses, and fails the test once it passes, so the mark goes."""
+    doc = _load(path)
+    assert doc.get("source", "").startswith("https://"), f"{path.name}: every case names its public source"
+    code, result, _err = run_case(doc, monkeypatch)
+    wrong = judge(doc, code, result)
+    missed = doc.get("missed")
+    if missed:
+        assert wrong is not None, f"{path.name} is marked missed ({missed}) but now passes: remove the mark"
+        pytest.xfail(f"{path.name}: known miss ({missed}): {wrong}")
+    assert wrong is None, f"{path.name}: {wrong}"
 
 
 def test_corpus_size_and_kinds() -> None:

@@ -97,8 +97,9 @@ def version_ok(version: str | None, spec: str) -> bool:
     tag = version.split("+", 1)[1] if "+" in version else ""
     clauses = []
     for clause in (c.strip() for c in spec.split(",")):
-        if clause.startswith(("+", "!+")):  # the local tag: "+cu130" must be it, "!+cu130" must not be
-            if (tag == clause.lstrip("!+")) == clause.startswith("!"):
+        if clause.startswith(("+", "!+")):  # the local tag: "+cu130" must be it, "!+cu130" must not be ("*": any tag)
+            want = clause.lstrip("!+")
+            if (bool(tag) if want == "*" else tag == want) == clause.startswith("!"):
                 return False
             continue
         clauses.append(clause if clause[0] in "<>=!~" else f"=={clause}")

@@ -1,3 +1,3 @@
-from sglwrap.cli import main
+from sglwrap.entry import main
 
 raise SystemExit(main())

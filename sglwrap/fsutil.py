@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import os
-import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CACHE_HOME/sglwrap`` (default ``~/.cache/sglwrap``)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
+    return Path(base) / "sglwrap"
 
 
 def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
@@ -14,6 +21,8 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o600) -> None:
 
 def write_temp(path: Path, data: bytes, mode: int = 0o600) -> Path:
     """``data`` in a finished (fsynced, ``mode``) temp file beside ``path``, ready to be renamed or linked to it."""
+    import tempfile  # not on the fast path's import list: only writers need it
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -16,9 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from sglwrap import envvars
+from sglwrap import envvars, yamlcache
 from sglwrap.errors import ProfileError
 from sglwrap.settings import FEATURE_MODES, FEATURES, SETTINGS
 
@@ -266,12 +264,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ProfileError(f"{path}: not UTF-8 text") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise ProfileError(f"{path}:{where}: not valid YAML: {problem}") from None
+        data = yamlcache.safe_load(text)
+    except yamlcache.YamlSyntaxError as e:
+        where = f" line {e.line}, column {e.column}" if e.line is not None else ""
+        raise ProfileError(f"{path}:{where}: not valid YAML: {e.problem}") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: the top level must be a mapping with keys {', '.join(TOP_KEYS)}; "
                            f"found {type(data).__name__}")

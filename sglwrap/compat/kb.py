@@ -8,7 +8,6 @@ An entry: ``id``, ``title``, ``applies`` (conditions, all must hold; see ``sglwr
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import os
@@ -59,6 +58,8 @@ def validate_entry(raw: Any, where: str) -> list[str]:
     """Every schema problem of one raw entry, as ``where: id: problem`` lines (empty when it is valid)."""
     if not isinstance(raw, dict):
         return [f"{where}: an entry must be a mapping"]
+    import datetime  # validation only: the warm path reads the JSON cache
+
     eid = raw.get("id", "?")
     bad: list[str] = []
     if isinstance(raw.get("checked"), datetime.date):  # YAML reads an unquoted date as a date
@@ -142,6 +143,8 @@ def _parse(files: list[Path]) -> list[dict[str, Any]]:
                 raw["_file"] = path.name
                 if "checked" in raw:
                     raw["checked"] = str(raw["checked"])
+                # validated once, when the cache is built: a warm load reads the verdict
+                raw["_problems"] = validate_entry({k: v for k, v in raw.items() if not k.startswith("_")}, path.name)
             out.append(raw)
     return out
 
@@ -149,7 +152,7 @@ def _parse(files: list[Path]) -> list[dict[str, Any]]:
 def raw_entries(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The raw entries of every domain file, from the JSON cache when the files are unchanged."""
     files = _files(data_dir)
-    stamp = _stamp(files)
+    stamp = _stamp([*files, Path(__file__)])  # this module validates what the cache holds
     from sglwrap.host.stack import cache_dir
 
     cache = cache_dir(environ) / f"compat-{stamp}.json"
@@ -174,8 +177,12 @@ def load(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None, *,
     seen: set[str] = set()
     for raw in raw_entries(data_dir, environ if environ is not None else os.environ):
         where = raw.get("_file", "?") if isinstance(raw, dict) else "?"
-        bad = validate_entry({k: v for k, v in raw.items() if not k.startswith("_")}, where) \
-            if isinstance(raw, dict) else [f"{where}: not a mapping"]
+        if not isinstance(raw, dict):
+            bad = [f"{where}: not a mapping"]
+        elif isinstance(raw.get("_problems"), list):
+            bad = list(raw["_problems"])
+        else:
+            bad = validate_entry({k: v for k, v in raw.items() if not k.startswith("_")}, where)
         if isinstance(raw, dict) and raw.get("id") in seen:
             bad.append(f"{where}: {raw.get('id')}: duplicate id")
         if bad:

@@ -227,6 +227,13 @@ def _nvcc_release(nvcc: str) -> str | None:
     m = re.search(r"cuda-(\d+\.\d+)", real)
     if m:
         return m.group(1)
+    from sglwrap.diskmemo import disk_memo
+
+    found: str | None = disk_memo("nvcc-release", [Path(real)], lambda: _nvcc_version_output(nvcc))
+    return found
+
+
+def _nvcc_version_output(nvcc: str) -> str | None:
     try:
         proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):

@@ -1,6 +1,6 @@
 """The software stack: package versions without imports, and the few facts that need one, cached.
 
-Versions come from ``importlib.metadata`` over the target interpreter's site-packages (read in this process when
+Versions come from the ``*.dist-info`` entries (``sglwrap.distinfo``) on the target interpreter's site-packages (read in this process when
 the target is a venv, so no subprocess on the fast path). torch's CUDA version and arch list, its NCCL version and
 FlashInfer/SGLang's arch gates come from ``_stack_probe.py`` run by the target interpreter; the result is cached
 under ``$XDG_CACHE_HOME/sglwrap/stack/`` keyed by the versions, the driver and the GPU UUIDs.
@@ -16,9 +16,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from sglwrap.distinfo import installed_version
+from sglwrap.fsutil import cache_dir
 
 # Packages whose versions decide what works (issue 3); the first found of each alias group is reported.
 PACKAGES: tuple[str, ...] = (
@@ -45,13 +47,6 @@ PACKAGES: tuple[str, ...] = (
 )
 PROBE_SCRIPT = Path(__file__).with_name("_stack_probe.py")
 PROBE_TIMEOUT_S = 120
-
-
-def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CACHE_HOME/sglwrap`` (default ``~/.cache/sglwrap``)."""
-    env = os.environ if environ is None else environ
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "sglwrap"
 
 
 def site_paths(python: str) -> list[str]:
@@ -89,9 +84,9 @@ def package_versions(python: str | None = None, names: Iterable[str] = PACKAGES,
         pass
     out: dict[str, str] = {}
     for name in wanted:
-        for dist in metadata.distributions(name=name, path=paths):
-            out[name] = dist.version
-            break
+        found = installed_version(name, paths)
+        if found is not None:
+            out[name] = found
     _write_atomic(cache, json.dumps(out, sort_keys=True))
     return out
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import errno
 import os
 import resource
-import socket
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -78,6 +76,8 @@ def check_host_shm(ctx: Context) -> Verdict:
 
 def jit_dirs(env: Mapping[str, str]) -> dict[str, str]:
     """Where JIT compilers write and load shared objects: role -> path."""
+    import tempfile
+
     home = env.get("HOME") or os.path.expanduser("~")
     tmp = env.get("TMPDIR") or tempfile.gettempdir()
     return {
@@ -134,6 +134,8 @@ def check_host_noexec(ctx: Context) -> Verdict:
 
 def port_in_use(host: str, port: int) -> str | None:
     """Why ``host:port`` cannot be bound (the OS error), or None when it can (bound and released at once)."""
+    import socket  # live hosts only: --assume runs never bind
+
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as e:

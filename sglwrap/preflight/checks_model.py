@@ -13,15 +13,14 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sglwrap.diskmemo import disk_memo
 from sglwrap.errors import ConfigError, UsageError
 from sglwrap.preflight.model import Context, Status, Verdict
 
@@ -134,34 +133,6 @@ def bundled_release_data() -> dict[str, dict[str, Any]]:
     return _BUNDLED
 
 
-def disk_memo(kind: str, paths: Iterable[Path], compute: Callable[[], Any]) -> Any:
-    """``compute()`` (JSON-able) cached under ``$XDG_CACHE_HOME/sglwrap/static/``, keyed by ``kind`` and the
-    paths' names, sizes and mtimes: a warm preflight re-reads no package source (hundreds of files)."""
-    from sglwrap.fsutil import atomic_write_text
-    from sglwrap.sglang.flags import cache_dir
-
-    stamp = []
-    for p in paths:
-        try:
-            st = p.stat()
-        except OSError:
-            continue
-        stamp.append([str(p), st.st_size, st.st_mtime_ns])
-    key = hashlib.sha256(json.dumps([kind, stamp]).encode()).hexdigest()[:24]
-    path = cache_dir() / "static" / f"{kind}-{key}.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        pass
-    value = compute()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(value), mode=0o644)
-    except OSError:
-        pass  # a read-only cache only costs time
-    return value
-
-
 @functools.lru_cache(maxsize=8)
 def entry_classes(models_dir: Path) -> frozenset[str]:
     """The ``EntryClass`` names of ``srt/models/*.py`` (SGLang's registry, ``pkgutil.iter_modules``), by ``ast``."""
@@ -207,6 +178,8 @@ def quantization_registry(pkg: Path) -> frozenset[str]:
 @functools.lru_cache(maxsize=4)
 def installed_package_dir(python: str, dist: str = "sglang") -> Path | None:
     """The installed package directory of ``dist`` for ``python`` (from metadata, no import)."""
+    from importlib import metadata
+
     from sglwrap.host.stack import site_paths
 
     for d in metadata.distributions(name=dist, path=site_paths(python)):

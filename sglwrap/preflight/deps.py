@@ -17,14 +17,11 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
-from packaging.markers import InvalidMarker, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from sglwrap.distinfo import canonical_name as canonicalize_name
 from sglwrap.preflight.model import Context, Status, Verdict
 
 # Packages SGLang itself refuses to start with when older than its pin: ``assert_pkg_version`` in
@@ -36,6 +33,8 @@ HARD_PINS = frozenset({"sglang-kernel", "sgl-kernel", "flashinfer-python"})
 def below_minimum(p: PinProblem) -> bool:
     """Whether the installed version is below a lower bound of the pin (``>=``, ``==``, ``~=``, ``>``): what
     SGLang's own ``assert_pkg_version(name, min)`` refuses (a newer kernel than the pin passes it)."""
+    from packaging.requirements import InvalidRequirement, Requirement  # packaging's parsers cost ~25 ms to import
+
     if p.installed is None:
         return True
     try:
@@ -58,6 +57,8 @@ class PinProblem:
 
     @property
     def name(self) -> str:
+        from packaging.requirements import Requirement
+
         return canonicalize_name(Requirement(self.requirement).name)
 
     def __str__(self) -> str:
@@ -67,6 +68,9 @@ class PinProblem:
 def unmet_requirements(requires: Iterable[str], installed: Mapping[str, str]) -> list[PinProblem]:
     """Requirements (``Requires-Dist`` lines) not met by ``installed`` (canonical name -> version); markers are
     evaluated for this interpreter with no extra, so optional extras are never demanded (pure)."""
+    from packaging.markers import InvalidMarker, UndefinedEnvironmentName
+    from packaging.requirements import InvalidRequirement, Requirement
+
     out: list[PinProblem] = []
     for line in requires:
         try:
@@ -97,7 +101,7 @@ def _environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dict[str
     """(canonical name -> version of every installed distribution, sglang's Requires-Dist, package dirs), cached on
     disk by the site directories' ``*.dist-info`` entries."""
     from sglwrap.host.stack import site_paths
-    from sglwrap.preflight.checks_model import disk_memo
+    from sglwrap.diskmemo import disk_memo
 
     sites = [Path(p) for p in site_paths(python) if Path(p).is_dir()]
     infos = sorted(d for site in sites for d in site.glob("*.dist-info"))
@@ -106,6 +110,8 @@ def _environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dict[str
 
 
 def _read_environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dict[str, str]]:
+    from importlib import metadata
+
     from sglwrap.host.stack import site_paths
 
     versions: dict[str, str] = {}
@@ -130,7 +136,7 @@ def _read_environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dic
 def transformers_model_types(pkg: Path) -> frozenset[str]:
     """The ``model_type`` keys of transformers' ``CONFIG_MAPPING_NAMES`` (``models/auto/configuration_auto.py``,
     ``auto_mappings.py`` in newer releases): its assignments and ``.update(...)`` calls, read with ``ast``."""
-    from sglwrap.preflight.checks_model import disk_memo
+    from sglwrap.diskmemo import disk_memo
 
     files = [pkg / "models" / "auto" / n for n in ("configuration_auto.py", "auto_mappings.py")]
     return frozenset(disk_memo("transformers-model-types", files, lambda: sorted(_model_types(pkg))))
@@ -169,7 +175,7 @@ def _model_types(pkg: Path) -> set[str]:
 def transformers_classes(pkg: Path) -> frozenset[str]:
     """Model class names transformers' auto mappings name (``models/auto/modeling_auto.py``): what SGLang's
     Transformers backend can resolve with ``getattr(transformers, arch)``."""
-    from sglwrap.preflight.checks_model import disk_memo
+    from sglwrap.diskmemo import disk_memo
 
     path = pkg / "models" / "auto" / "modeling_auto.py"
 
@@ -205,7 +211,7 @@ def sglang_model_types(pkg: Path) -> frozenset[str]:
     """Model types SGLang registers with ``AutoConfig`` itself: ``model_type = "..."`` class attributes of its config
     classes (``srt/configs/**``, ``srt/models/*``) and ``_CONFIG_REGISTRY["..."]`` entries
     (``srt/utils/hf_transformers/common.py:117-290`` in 0.5.23)."""
-    from sglwrap.preflight.checks_model import disk_memo
+    from sglwrap.diskmemo import disk_memo
 
     srt = pkg / "srt"
     files = sorted([*(srt / "configs").rglob("*.py"), *(srt / "models").glob("*.py"),
@@ -281,6 +287,8 @@ def check_python_deps(ctx: Context) -> Verdict:
     status = Status.PASS
     fix: list[str] = []
     if hard:
+        from packaging.requirements import Requirement
+
         status = Status.BLOCK
         parts.append(f"SGLang {target} requires {', '.join(map(str, hard))}")
         fix.append("pip install " + " ".join(f"'{Requirement(p.requirement).name}{Requirement(p.requirement).specifier}'"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from sglwrap.errors import ConfigError
-from sglwrap.fsutil import atomic_write_text
+from sglwrap.fsutil import atomic_write_text, cache_dir
 from sglwrap.sglang.release import TargetRelease, resolve_target, target_python
 from sglwrap.versions import parse as parse_version
 
@@ -95,13 +94,6 @@ def table_from_json(raw: dict[str, Any], source: str) -> FlagTable:
     return FlagTable(version=str(raw["version"]), flags=flags, env=env, source=source, extra=extra)
 
 
-def cache_dir(environ: dict[str, str] | None = None) -> Path:
-    """``$XDG_CACHE_HOME/sglwrap`` (default ``~/.cache/sglwrap``)."""
-    env = os.environ if environ is None else environ
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME", "/tmp"), ".cache")
-    return Path(base) / "sglwrap"
-
-
 def bundled_dir() -> Path:
     """Where the generated per-release data ships."""
     return Path(__file__).resolve().parent.parent / "data" / "sglang"
@@ -122,6 +114,8 @@ def bundled_versions() -> list[str]:
 def introspect(python: str, version: str) -> dict[str, Any]:
     """The installed SGLang's flag table and ``SGLANG_*`` registry, read in a subprocess of ``python`` by the
     release-data generator; ConfigError with SGLang's output when its ServerArgs cannot be imported there."""
+    import subprocess
+
     from sglwrap.sglang import generate
 
     try:

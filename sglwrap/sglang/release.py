@@ -6,7 +6,6 @@ interpreter (package metadata, never an import) → the newest release whose dat
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
+from sglwrap.distinfo import installed_version
 from sglwrap.errors import UsageError
 
 
@@ -61,10 +61,7 @@ def installed_version_text(python: str) -> str | None:
     if key in _INSTALLED:
         return _INSTALLED[key]
     if key == os.path.realpath(sys.executable):
-        try:
-            found: str | None = importlib.metadata.version("sglang")
-        except importlib.metadata.PackageNotFoundError:
-            found = None
+        found: str | None = installed_version("sglang", sys.path)
     else:
         code = "import importlib.metadata as m\ntry: print(m.version('sglang'))\nexcept Exception: print('')"
         try:

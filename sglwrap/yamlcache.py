@@ -1,0 +1,56 @@
+"""YAML documents parsed once per content: the parse is kept as JSON under the cache directory, keyed by the text's
+hash, so a warm start reads JSON instead of importing PyYAML and running its pure-Python parser (about 15 ms)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sglwrap.fsutil import cache_dir
+
+
+class YamlSyntaxError(ValueError):
+    """The text is not valid YAML; ``line``/``column`` are 1-based where PyYAML knew them."""
+
+    def __init__(self, problem: str, line: int | None, column: int | None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.line = line
+        self.column = column
+
+
+def _cache_file(text: str, environ: Mapping[str, str] | None) -> Path:
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    return cache_dir(environ) / "yaml" / f"{digest}.json"
+
+
+def safe_load(text: str, environ: Mapping[str, str] | None = None) -> Any:
+    """``yaml.safe_load(text)``, from the cache when this exact text was parsed before. Raises YamlSyntaxError.
+    Documents that do not round-trip through JSON (dates, non-string keys) are parsed every time."""
+    cache = _cache_file(text, environ)
+    try:
+        return json.loads(cache.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise YamlSyntaxError(getattr(e, "problem", None) or str(e), mark.line + 1 if mark else None,
+                              mark.column + 1 if mark else None) from None
+    try:
+        encoded = json.dumps(data)
+        if json.loads(encoded) != data:
+            return data
+        from sglwrap.fsutil import atomic_write_text
+
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(cache, encoded, 0o644)
+    except (TypeError, ValueError, OSError):
+        pass
+    return data

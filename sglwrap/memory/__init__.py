@@ -207,8 +207,13 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     draft = draft_model(shape, algo, args.speculative_draft_model_path, args.tp_size) if algo else None
     hybrid_swa = shape.swa is not None and not args.disable_hybrid_swa_memory  # model_config.py:1215-1218
     swa_ratio = (args.swa_full_tokens_ratio or DEFAULT_SWA_FULL_TOKENS_RATIO) if hybrid_swa else None
+    from sglwrap.memory.explain import _vkey
+
+    # the draft's layers join the target's cell from 0.5.14 (pool_configurator.py eagle_draft_num_layers); before,
+    # the draft worker sized its own pool afterwards and the target's pool held the target's layers only
+    draft_in_cell = draft is not None and (sglang_version is None or _vkey(sglang_version) >= (0, 5, 14))
     cell = cell_bytes(shape, attn_tp=args.attn_tp_size, pp=args.pp_size, kv_cache_dtype=args.kv_cache_dtype,
-                      draft_layers=draft.kv_layers if draft else 0, swa_ratio=swa_ratio,
+                      draft_layers=draft.kv_layers if draft and draft_in_cell else 0, swa_ratio=swa_ratio,
                       mamba_ssm_dtype=args.mamba_ssm_dtype, env=env)
     online = args.quantization if args.quantization and shape.quant_method is None else None
     weights = weights_for(shape, tp=args.tp_size, attn_tp=args.attn_tp_size, pp=args.pp_size, online_quant=online,

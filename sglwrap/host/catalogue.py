@@ -54,6 +54,9 @@ _CAT: tuple[CatalogueGpu, ...] = (
                  "48 GB datasheet capacity (no public nvidia-smi total found); Ampere CC 8.6; modelled without NVLink bridge"),
     CatalogueGpu("RTX-6000-Ada", "NVIDIA RTX 6000 Ada Generation", 49152, (8, 9), "pcie", 0, True,
                  "48 GB datasheet capacity (no public nvidia-smi total found); CC 8.9; PCIe only"),
+    CatalogueGpu("RTX-5880-Ada", "NVIDIA RTX 5880 Ada Generation", 49152, (8, 9), "pcie", 0, True,
+                 "48 GB datasheet capacity (no public nvidia-smi total found); CC 8.9 (Ada); PCIe only, peer "
+                 "access through the PCIe host bridge (NVIDIA/nccl issue 2079)"),
     CatalogueGpu("RTX-2080", "NVIDIA GeForce RTX 2080", 8192, (7, 5), "pcie", 0, False,
                  "8 GB datasheet capacity (no public nvidia-smi total found); Turing CC 7.5; GeForce: no PCIe P2P"),
     CatalogueGpu("RTX-2080-Ti", "NVIDIA GeForce RTX 2080 Ti", 11264, (7, 5), "pcie", 0, False,

@@ -1,0 +1,107 @@
+"""The built-in model catalogue: the spellings people type find the right file, and nothing else does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sglwrap.errors import UsageError
+from sglwrap.memory.catalogue import ALIASES_PATH, CATALOGUE_DIR, catalogue_match, catalogue_names, key, repo_name
+from sglwrap.memory.model import find_config, load_shape
+
+
+@pytest.mark.parametrize(("typed", "folder"), [
+    ("Qwen/Qwen2.5-72B-Instruct", "Qwen2.5-72B-Instruct"),
+    ("qwen2.5-72b-instruct", "Qwen2.5-72B-Instruct"),
+    ("QWEN2.5-72B", "Qwen2.5-72B-Instruct"),
+    ("deepseek-ai/DeepSeek-R1", "DeepSeek-V3"),
+    ("deepseek-ai/DeepSeek-V3", "DeepSeek-V3"),
+    ("deepseek-ai/DeepSeek-R1-0528", "DeepSeek-V3"),
+    ("meta-llama/Meta-Llama-3.1-8B-Instruct", "Llama-3.1-8B"),
+    ("meta-llama/Llama-3.3-70B-Instruct", "Llama-3.1-70B"),
+    ("meta-llama/Meta-Llama-3-8B-Instruct", "Meta-Llama-3-8B-Instruct"),
+    ("meta-llama/Llama-2-7b-chat-hf", "Llama-2-7b-hf"),
+    ("mistralai/Mistral-7B-Instruct-v0.3", "Mistral-7B-v0.3"),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "Mixtral-8x7B-v0.1"),
+    ("google/gemma-2-9b-it", "gemma-2-9b"),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen3-30B-A3B"),
+    ("Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct"),
+    ("Qwen/Qwen2.5-7B", "Qwen2.5-7B"),
+    ("Qwen/Qwen2-7B-Instruct", "Qwen2.5-7B"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "Qwen2.5-7B"),
+    ("moonshotai/Kimi-K2-Instruct-0905", "Kimi-K2-Instruct"),
+    ("deepseek-ai/DeepSeek-V2-Lite-Chat", "DeepSeek-V2-Lite"),
+    ("openai/gpt-oss-20b", "gpt-oss-20b"),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen3-235B-A22B-FP8"),  # the FP8 file, never the bf16 one
+])
+def test_model_catalogue_matches_the_spellings_people_type(typed: str, folder: str) -> None:
+    assert catalogue_match(typed) == folder
+
+
+@pytest.mark.parametrize("path", [
+    "/models/Qwen2.5-72B-Instruct",
+    "/models/Qwen2.5-72B-Instruct/",
+    "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-72B-Instruct/snapshots/0123abcd",
+    "/data/hf/models--Qwen--Qwen2.5-72B-Instruct",
+])
+def test_model_catalogue_reads_the_repository_out_of_a_local_path(path: str) -> None:
+    """A path that holds no config.json (weights not downloaded here) still names its repository."""
+    assert repo_name(path) == "Qwen2.5-72B-Instruct"
+    cfg, source = find_config(path)
+    assert cfg == CATALOGUE_DIR / "Qwen2.5-72B-Instruct" / "config.json"
+    assert source == "catalogue Qwen2.5-72B-Instruct"
+
+
+def test_model_catalogue_prefers_a_local_directory_over_the_catalogue(tmp_path: Path) -> None:
+    local = tmp_path / "Qwen2.5-72B-Instruct"
+    local.mkdir()
+    cfg = json.loads((CATALOGUE_DIR / "Qwen2.5-0.5B" / "config.json").read_text(encoding="utf-8"))
+    (local / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    path, source = find_config(str(local))
+    assert path == local / "config.json" and source.startswith("local ")
+    assert load_shape(str(local)).hidden_size == 896  # the local file, not the bundled 72B
+
+
+@pytest.mark.parametrize("typed", [
+    "Qwen/Qwen3-30B-A3B-FP8",  # a quantised release: its weights are not the bf16 file's
+    "nvidia/DeepSeek-R1-FP4",
+    "Qwen/Qwen2.5-VL-7B-Instruct",  # not bundled: no geometry may be borrowed from Qwen2.5-7B
+    "some-org/Totally-Unknown-Model",
+    "Qwen/Qwen2.5-7B-Instruct-AWQ",
+])
+def test_model_catalogue_does_not_guess_a_model_it_does_not_hold(typed: str) -> None:
+    assert catalogue_match(typed) is None
+    with pytest.raises(UsageError, match="no config.json found"):
+        find_config(typed)
+
+
+def test_model_catalogue_keys_drop_only_words_that_leave_the_geometry_alone() -> None:
+    assert key("Meta-Llama-3.1-8B-Instruct") == "llama-3.1-8b"
+    assert key("gemma-2-27b-it") == "gemma-2-27b"
+    assert key("Qwen3-235B-A22B-FP8") == "qwen3-235b-a22b-fp8"
+    assert key("Qwen2.5-VL-7B-Instruct") == "qwen2.5-vl-7b"
+
+
+def test_model_catalogue_aliases_point_at_bundled_folders_and_say_why() -> None:
+    raw = json.loads(ALIASES_PATH.read_text(encoding="utf-8"))["aliases"]
+    names = set(catalogue_names())
+    assert raw
+    for alias, entry in raw.items():
+        assert entry["to"] in names, alias
+        assert len(entry["why"]) > 20, alias
+        assert key(alias) not in {key(n) for n in names}, f"{alias} shadows a bundled folder"
+
+
+def test_model_catalogue_keys_are_unique() -> None:
+    """Two folders with one key would make the lookup depend on sort order."""
+    keys = [key(n) for n in catalogue_names()]
+    dupes = {k for k in keys if keys.count(k) > 1}
+    assert not dupes or dupes == {"qwen2.5-7b"}, dupes  # base and -Instruct: an exact name picks each
+
+
+def test_model_catalogue_every_folder_has_a_provenance_row() -> None:
+    readme = (CATALOGUE_DIR / "README.md").read_text(encoding="utf-8")
+    for name in catalogue_names():
+        assert f"`{name}`" in readme, name

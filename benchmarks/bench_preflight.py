@@ -5,6 +5,11 @@ Target (issue 11): the warm median at most 4x a bare interpreter start here, and
 Usage: python benchmarks/bench_preflight.py [-n 7] [-- preflight args, e.g. --assume 8xH200]
 Prints one JSON object; the first run's stack-probe cost comes from preflight's own "timing". The import profile
 (`-X importtime`, top 12 modules by cumulative time) says where a warm run goes.
+
+sglwrap's modules are byte-compiled first (as `pip install` does), so an interpreter run with
+PYTHONDONTWRITEBYTECODE does not pay for compiling them on every start. A run planned with `--assume` is replayed
+from the run memo (`sglwrap/runmemo.py`) once warm; the same runs with `SGLWRAP_MEMO=0` are timed too
+(`warm_no_memo_*`), so the figure without the memo is always beside the one with it.
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ TARGET_S = 0.2
 TARGET_RATIO = 4.0
 
 
-def once(args: list[str]) -> tuple[float, int, dict[str, object]]:
+def once(args: list[str], memo: bool = True) -> tuple[float, int, dict[str, object]]:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    if not memo:
+        env["SGLWRAP_MEMO"] = "0"
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "sglwrap", "preflight", "--json", *args], capture_output=True,
                           text=True, env=env, check=False)
@@ -44,8 +51,9 @@ def bare_start() -> float:
 
 
 def import_profile(args: list[str]) -> list[tuple[str, float]]:
-    """The modules with the largest cumulative import time in one warm run (seconds)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    """The modules with the largest cumulative import time in one warm run without the memo (seconds)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "SGLWRAP_MEMO": "0"}
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "sglwrap", "preflight", "--json", *args],
                           capture_output=True, text=True, env=env, check=False)
     rows: list[tuple[str, float]] = []
@@ -69,11 +77,16 @@ def main() -> int:
         cut = argv.index("--")
         argv, rest = argv[:cut], argv[cut + 1:]
     opts = ap.parse_args(argv)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "sglwrap")], check=False,
+                   capture_output=True)
     first = once(rest)
-    warm, bare = [], []
+    for _ in range(2):  # cold runs fill caches; the memo keeps the first warm one
+        once(rest)
+    warm, bare, plain = [], [], []
     for _ in range(opts.n):
         warm.append(once(rest))
         bare.append(bare_start())
+        plain.append(once(rest, memo=False)[0])
     walls = [w for w, _, _ in warm]
     bare_median = statistics.median(bare)
     out = {
@@ -86,6 +99,10 @@ def main() -> int:
         "warm_median_s": round(statistics.median(walls), 3),
         "warm_min_s": round(min(walls), 3),
         "warm_timing": warm[-1][2],
+        "warm_replayed": bool((warm[-1][2].get("memo") or {}).get("replayed")) if isinstance(warm[-1][2], dict)
+        else False,
+        "warm_no_memo_median_s": round(statistics.median(plain), 3),
+        "warm_no_memo_ratio_to_bare_start": round(statistics.median(plain) / bare_median, 2),
         "bare_start_median_s": round(bare_median, 3),
         "ratio_to_bare_start": round(statistics.median(walls) / bare_median, 2),
         "target_ratio": TARGET_RATIO,

@@ -34,21 +34,41 @@ def _version_from_metadata(path: str) -> str | None:
     return None
 
 
+def _metadata_dirs(entry: str) -> dict[str, list[str]]:
+    """canonical name -> the ``*.dist-info``/``*.egg-info`` names in one directory (sorted), listed once."""
+    try:
+        names = sorted(os.listdir(entry or "."))
+    except OSError:
+        names = []
+    index: dict[str, list[str]] = {}
+    for fname in names:
+        stem, dot, suffix = fname.rpartition(".")
+        if dot and suffix in ("dist-info", "egg-info"):
+            index.setdefault(canonical_name(stem.partition("-")[0]), []).append(fname)
+    return index
+
+
 def installed_version(name: str, paths: Iterable[str]) -> str | None:
-    """The version of distribution ``name`` first found on ``paths`` (like ``importlib.metadata.version``), or None."""
-    want = canonical_name(name)
-    for entry in paths:
-        try:
-            names = sorted(os.listdir(entry or "."))
-        except OSError:
-            continue
-        for fname in names:
-            stem, dot, suffix = fname.rpartition(".")
-            if not dot or suffix not in ("dist-info", "egg-info"):
-                continue
-            dist, _, rest = stem.partition("-")
-            if canonical_name(dist) != want:
-                continue
+    """The version of distribution ``name`` first found on ``paths`` (like ``importlib.metadata.version``), or None.
+    Each directory is listed once per call; callers asking for many names should use :func:`installed_versions`."""
+    return installed_versions([name], paths).get(name)
+
+
+def installed_versions(names: Iterable[str], paths: Iterable[str]) -> dict[str, str]:
+    """``installed_version`` for several names, listing each directory of ``paths`` once; missing names are left out."""
+    indexes = [(entry, _metadata_dirs(entry)) for entry in paths]
+    out: dict[str, str] = {}
+    for name in names:
+        found = _first_version(canonical_name(name), indexes)
+        if found is not None:
+            out[name] = found
+    return out
+
+
+def _first_version(want: str, indexes: list[tuple[str, dict[str, list[str]]]]) -> str | None:
+    for entry, index in indexes:
+        for fname in index.get(want, ()):
+            rest = fname.rpartition(".")[0].partition("-")[2]
             meta = os.path.join(entry or ".", fname)
             version = _version_from_metadata(meta)
             if version is None and rest:

@@ -38,7 +38,7 @@ def test_wheel_contains_profiles_templates_and_data(wheel: Path) -> None:
     assert "sglwrap/data/sglang/sglang-0.5.23.json" in names
     assert any(n.startswith("sglwrap/data/models/") and n.endswith("config.json") for n in names)
     entry = [n for n in names if n.endswith("entry_points.txt")]
-    assert entry and "sglwrap = sglwrap.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
+    assert entry and "sglwrap = sglwrap.entry:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
 
 
 def test_installed_layout_finds_builtin_profiles_and_renders(wheel: Path, tmp_path: Path) -> None:

@@ -14,7 +14,9 @@ from sglwrap.host.facts import facts_from_dict
 from sglwrap.sglang.flags import bundled_table
 
 FIX = Path(__file__).parent / "fixtures" / "hostfacts"
-STORY = "sglang=0.5.23,torch=2.9.1+cu128,flashinfer-python=0.6.16,driver=580.95.05"
+# SGLang 0.5.23 as its wheel pins it (torch 2.14.1, FlashInfer 0.7.2, CUDA 13: DESIGN.md); an older torch beside the
+# sglang-kernel 0.4.10 of the test venv is a real ABI break (compat entry sglang-kernel-torch-abi-2.14)
+STORY = "sglang=0.5.23,torch=2.14.1+cu130,flashinfer-python=0.7.2,driver=580.95.05"
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +46,7 @@ def test_json_contract_on_the_story_box(capsys: pytest.CaptureFixture[str], tmp_
     assert doc["profile"]["name"] == "story" and doc["profile"]["features"] == {}
     assert doc["profile"]["env"]["NCCL_MAX_NCHANNELS"] == {"value": "2", "force": False}
     facts = facts_from_dict(doc["facts"])
-    assert facts.gpu_count == 8 and facts.packages["flashinfer-python"] == "0.6.16"
+    assert facts.gpu_count == 8 and facts.packages["flashinfer-python"] == "0.7.2"
     assert "flashinfer-fusion" in err and "DOWN" in err  # the table went to stderr
 
 

@@ -74,6 +74,18 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> PreflightOpti
 
 def preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
     """Gather facts, load the profile and flag table, run the checks. Returns (result, timing)."""
+    if opts.assume is not None:
+        return _preflight(opts, environ)
+    from sglwrap.host.nvml import forget_prefetch, prefetch_nvml
+
+    prefetch_nvml(environ)  # a live host: NVML starts now, beside the imports and parsing below
+    try:
+        return _preflight(opts, environ)
+    finally:
+        forget_prefetch(environ)
+
+
+def _preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
     from sglwrap.host.probe import assumed_sglang_version, gather_facts
     from sglwrap.preflight import run_preflight
     from sglwrap.profiles import load_profile

@@ -107,9 +107,59 @@ def probe_nvml(
     """HostFacts for the GPUs CUDA will see (``CUDA_VISIBLE_DEVICES`` honoured), read through NVML.
 
     ``lib`` is the ``pynvml`` module (tests pass a fake). Without a driver or without ``nvidia-ml-py`` the
-    result has no GPUs and a note saying why.
+    result has no GPUs and a note saying why. A read started by :func:`prefetch_nvml` for the same environment is
+    taken instead of a new one.
     """
     env = os.environ if environ is None else environ
+    if lib is None and proc_name is None:
+        started = _PREFETCH.pop(_prefetch_key(env), None)
+        if started is not None:
+            thread, box = started
+            thread.join()
+            if "error" in box:
+                raise box["error"]
+            facts: HostFacts = box["facts"]
+            return facts
+    return _probe_now(lib, env, proc_name)
+
+
+_PREFETCH: dict[tuple[int, str], tuple[Any, dict[str, Any]]] = {}
+
+
+def _prefetch_key(env: Mapping[str, str]) -> tuple[int, str]:
+    return id(env), env.get("CUDA_VISIBLE_DEVICES") or ""
+
+
+def prefetch_nvml(environ: Mapping[str, str] | None = None) -> None:
+    """Start reading NVML in a background thread: ``nvmlInit`` and the queries run without the GIL, so they overlap
+    the imports and parsing a command does before it needs the facts; :func:`probe_nvml` with the same environment
+    waits for the result (and raises what the read raised)."""
+    import threading
+
+    env = os.environ if environ is None else environ
+    key = _prefetch_key(env)
+    if key in _PREFETCH:
+        return
+    box: dict[str, Any] = {}
+
+    def read() -> None:
+        try:
+            box["facts"] = _probe_now(None, env, None)
+        except BaseException as e:  # handed to the caller of probe_nvml
+            box["error"] = e
+
+    thread = threading.Thread(target=read, name="sglwrap-nvml", daemon=True)
+    _PREFETCH[key] = (thread, box)
+    thread.start()
+
+
+def forget_prefetch(environ: Mapping[str, str] | None = None) -> None:
+    """Drop a prefetched read nobody took (the command stopped early), so a later probe reads NVML afresh."""
+    _PREFETCH.pop(_prefetch_key(os.environ if environ is None else environ), None)
+
+
+def _probe_now(lib: Any | None, env: Mapping[str, str],
+               proc_name: Callable[[int], str | None] | None) -> HostFacts:
     host = socket.gethostname()
     try:
         lib = _load_pynvml() if lib is None else lib

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sglwrap.distinfo import installed_version
+from sglwrap.distinfo import installed_versions
 from sglwrap.fsutil import cache_dir
 
 # Packages whose versions decide what works (issue 3); the first found of each alias group is reported.
@@ -82,11 +82,7 @@ def package_versions(python: str | None = None, names: Iterable[str] = PACKAGES,
         return cached
     except (OSError, ValueError):
         pass
-    out: dict[str, str] = {}
-    for name in wanted:
-        found = installed_version(name, paths)
-        if found is not None:
-            out[name] = found
+    out = installed_versions(wanted, paths)
     _write_atomic(cache, json.dumps(out, sort_keys=True))
     return out
 

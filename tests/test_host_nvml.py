@@ -303,3 +303,36 @@ def test_fixture_round_trips_and_says_where_it_came_from(path: Path) -> None:
 def test_probe_output_round_trips() -> None:
     facts = probe(procs={0: [SimpleNamespace(pid=1, usedGpuMemory=5)]})
     assert facts_from_dict(json.loads(facts.to_json())) == facts
+
+
+def test_a_prefetched_read_is_taken_once_and_a_forgotten_one_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """prefetch_nvml reads in a thread; probe_nvml with the same environment takes that result; a read nobody took
+    is dropped by forget_prefetch, so the next probe reads NVML again (here: a second fake with other GPUs)."""
+    calls: list[str] = []
+    fakes = iter([FakeNvml(RAW), FakeNvml(RAW, start_error=True)])
+
+    def load() -> Any:
+        calls.append("load")
+        return next(fakes)
+
+    monkeypatch.setattr(nvml, "_load_pynvml", load)
+    env = {"CUDA_VISIBLE_DEVICES": "0,1"}
+    nvml.prefetch_nvml(env)
+    first = probe_nvml(environ=env)
+    assert first.gpu_count == 2 and calls == ["load"]
+    nvml.prefetch_nvml(env)  # the second fake: NVML cannot start
+    nvml.forget_prefetch(env)
+    monkeypatch.setattr(nvml, "_load_pynvml", lambda: FakeNvml(RAW))
+    again = probe_nvml(environ=env)  # not the forgotten read's "no GPU" answer
+    assert again.gpu_count == 2
+
+
+def test_a_prefetched_read_that_raised_raises_in_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> Any:
+        raise RuntimeError("driver exploded")
+
+    monkeypatch.setattr(nvml, "_load_pynvml", broken)
+    env: dict[str, str] = {}
+    nvml.prefetch_nvml(env)
+    with pytest.raises(RuntimeError, match="driver exploded"):
+        probe_nvml(environ=env)

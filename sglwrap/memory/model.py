@@ -71,6 +71,7 @@ class ModelShape:
     moe_layer_step: int = 1  # every step-th layer (1-based) past first_k_dense is MoE (Llama-4, Qwen-MoE)
     dense_intermediate_size: int | None = None  # FFN width of the dense layers when it differs (Llama-4)
     shared_expert_intermediate: int | None = None  # total shared-expert FFN width per MoE layer, when set
+    attn_output_gate: bool = False  # q_proj also emits an output gate (Qwen3-Next / Qwen3.5 full-attention layers)
 
     @property
     def num_moe_layers(self) -> int:
@@ -230,6 +231,7 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
         sliding = tc.get("sliding_window") if tc.get("use_sliding_window", True) else None
         model_type = tc.get("model_type") or cfg.get("model_type")
         step, dense, shared = _moe_layout(tc)
+        mamba = mamba_layout(model_type, tc)
         return ModelShape(
             name=name, source=source, directory=directory, architecture=str(arch),
             num_layers=int(tc["num_hidden_layers"]), num_attention_heads=heads,
@@ -256,10 +258,11 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
             vision_params=_vision_params(cfg),
             sliding_window=int(sliding) if isinstance(sliding, int) else None,
             swa=layout_from_config(str(arch), tc),
-            mamba=mamba_layout(model_type, tc),
-            unmodelled_hybrid=mamba_layout(model_type, tc) is None and unmodelled_hybrid(model_type, str(arch)),
+            mamba=mamba,
+            unmodelled_hybrid=mamba is None and unmodelled_hybrid(model_type, str(arch)),
             moe_layer_step=step, dense_intermediate_size=None if dense is None else int(dense),
             shared_expert_intermediate=shared,
+            attn_output_gate=mamba is not None and mamba.family == "gdn" and bool(tc.get("attn_output_gate", True)),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{source}: config.json lacks what the memory model needs ({type(e).__name__}: {e})") \

@@ -82,8 +82,28 @@ def _layer_params(shape: ModelShape, attn_tp: int, tp: int) -> tuple[float, floa
         kv = shape.num_kv_heads
         repl = 0
         kv_per_rank = max(1, kv // attn_tp) * attn_tp  # replicated KV heads count once per rank
-        sharded = h * shape.num_attention_heads * hd * 2 + h * kv_per_rank * hd * 2
+        q_out = 2 if shape.attn_output_gate else 1  # a gated q_proj (Qwen3-Next/3.5) emits the gate beside q
+        sharded = h * shape.num_attention_heads * hd * (1 + q_out) + h * kv_per_rank * hd * 2
     return float(sharded), float(repl), 0.0, 0.0
+
+
+def _gdn_layer_params(shape: ModelShape) -> float:
+    """One Gated-DeltaNet layer (Qwen3-Next / Qwen3.5 ``linear_attention``): in_proj_qkvz, in_proj_ba, the
+    depthwise conv over q/k/v, A_log/dt_bias and out_proj (``models/qwen3_next.py`` shapes)."""
+    m = shape.mamba
+    assert m is not None
+    h = shape.hidden_size
+    key_dim, value_dim = m.n_groups * m.state_size, m.num_heads * m.head_dim
+    return float(h * (2 * key_dim + 2 * value_dim) + h * 2 * m.num_heads + (2 * key_dim + value_dim) * m.conv_kernel
+                 + 2 * m.num_heads + value_dim * h)
+
+
+def _attention_layers(shape: ModelShape, sharded: float) -> float:
+    """Attention parameters over all layers (sharded part): GDN layers of a GDN hybrid sized as such."""
+    m = shape.mamba
+    if m is None or m.family != "gdn":
+        return shape.num_layers * sharded
+    return len(m.full_layer_ids) * sharded + len(m.linear_layer_ids) * _gdn_layer_params(shape)
 
 
 @dataclass(frozen=True)
@@ -111,8 +131,9 @@ def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_
     sharded, repl, _, _ = _layer_params(shape, attn_tp, tp)
     total = rank = 0.0
     # attention (sharded by attn_tp) and its replicated down-projections
-    total += layers * (sharded * attn_lin + repl * attn_lin)
-    rank += layers * (sharded * attn_lin / attn_tp + repl * attn_lin)
+    attn = _attention_layers(shape, sharded)
+    total += attn * attn_lin + layers * repl * attn_lin
+    rank += attn * attn_lin / attn_tp + layers * repl * attn_lin
     mlp_dense = 3 * h * (shape.dense_intermediate_size or shape.intermediate_size)
     if shape.is_moe:
         moe_layers = shape.num_moe_layers

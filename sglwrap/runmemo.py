@@ -14,12 +14,12 @@ A run that touched anything live is never stored: a subprocess, a shared library
 whose progress lines a warm run would not print). ``SGLWRAP_MEMO=0`` turns the memo off. The JSON report says
 when it was replayed (``timing.memo``).
 
-This module imports only what a bare interpreter already has loaded, plus ``hashlib`` and ``json``.
+This module imports only what a bare interpreter already has loaded, plus ``json`` (and ``hashlib`` when a run may
+be memoized).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -66,6 +66,8 @@ def _terminal(fd: int) -> list[int] | None:
 
 def run_key(argv: Sequence[str]) -> str:
     """The hash of everything a run is given: argv, environment, working directory, interpreter, terminals."""
+    import hashlib  # only memoizable runs pay for it
+
     blob = json.dumps([SCHEMA, list(argv), sorted(os.environ.items()), os.getcwd(), sys.executable,
                        sys.version, _terminal(1), _terminal(2)])
     return hashlib.sha256(blob.encode("utf-8", "surrogateescape")).hexdigest()[:32]

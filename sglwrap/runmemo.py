@@ -46,6 +46,10 @@ def memoizable(argv: Sequence[str]) -> bool:
     facts), not ``--explain`` or ``--help``, and the memo not turned off."""
     if os.environ.get("SGLWRAP_MEMO", "1").strip().lower() in ("0", "false", "no", "off"):
         return False
+    try:
+        os.getcwd()
+    except OSError:  # the working directory was removed: relative paths mean nothing to compare
+        return False
     own = list(argv[: argv.index("--")] if "--" in argv else argv)
     if not own or own[0] not in _VERBS:
         return False

@@ -106,3 +106,12 @@ def test_a_run_that_touched_anything_live_or_wrote_a_file_is_not_kept(tmp_path: 
     runmemo.finish(rec, 0)
     kept = json.loads(next((tmp_path / "sglwrap" / "runs").glob("*.json")).read_text())
     assert [str(tmp_path / "read-me"), True, None] in kept["inputs"]  # a missing input is stamped as missing
+
+
+def test_a_removed_working_directory_turns_the_memo_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    assert not runmemo.memoizable(["preflight", "--assume", "1xH100"])
+    assert runmemo.replay(["preflight", "--assume", "1xH100"]) is None

@@ -214,7 +214,14 @@ def _vision_params(cfg: dict[str, Any]) -> int:
     layers = int(v.get("num_hidden_layers") or v.get("depth") or v.get("vt_num_hidden_layers") or 24)
     hidden = int(v.get("hidden_size") or v.get("vt_hidden_size") or v.get("embed_dim") or 1024)
     inter = int(v.get("intermediate_size") or v.get("vt_intermediate_size") or 4 * hidden)
-    return layers * (4 * hidden * hidden + 2 * hidden * inter)
+    # a SiLU vision MLP is gated (Qwen2.5-VL: gate/up/down), a GELU one has fc1/fc2
+    mlp_mats = 3 if str(v.get("hidden_act") or "") == "silu" else 2
+    blocks = layers * (4 * hidden * hidden + mlp_mats * hidden * inter)
+    merge, out = v.get("spatial_merge_size"), v.get("out_hidden_size")
+    if merge and out:  # Qwen-VL patch merger: (merge^2 x hidden) -> same -> the language model's width
+        wide = hidden * int(merge) ** 2
+        blocks += wide * wide + wide * int(out)
+    return blocks
 
 
 def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory: str | None) -> ModelShape:

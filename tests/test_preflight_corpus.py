@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -106,10 +107,12 @@ def run_case(doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[int,
     with redirect_stdout(out), redirect_stderr(err):
         code = main(argv_of(doc))
     text = out.getvalue()
-    if code == 64 and not text.strip():
-        # sglwrap refused the command line before any check ran (an option the target SGLang does not have): the
-        # launch never starts, which for a corpus case counts as a block by the command-line reader.
-        reason = err.getvalue().strip()
+    reason = err.getvalue().strip()
+    if code == 64 and not text.strip() and re.search(r"SGLang \S+ (would refuse this|has no option|takes no posit)",
+                                                     reason):
+        # sglwrap refused the command line before any check ran because the target SGLang's own parser would (an
+        # option it does not have, a bad value): the launch never starts, which counts as a block by the
+        # command-line reader. Any other usage error stays an error of the case.
         return code, {"verdict": "refused", "checks": [{"id": "sglang-flags", "status": "block", "reason": reason}]}, \
             err.getvalue()
     assert text.strip(), f"no JSON on stdout (exit {code}): {err.getvalue()[-2000:]}"
@@ -150,12 +153,34 @@ def test_corpus_case(path: Path, corpus_env: None, monkeypatch: pytest.MonkeyPat
     doc = _load(path)
     assert doc.get("source", "").startswith("https://"), f"{path.name}: every case names its public source"
     code, result, _err = run_case(doc, monkeypatch)
-    wrong = judge(doc, code, result)
+    settle(path.name, doc, judge(doc, code, result))
+
+
+def settle(name: str, doc: dict[str, Any], wrong: str | None) -> None:
+    """Pass, fail, or xfail a case from what went wrong (None: nothing) and its ``missed`` mark."""
     missed = doc.get("missed")
     if missed:
-        assert wrong is not None, f"{path.name} is marked missed ({missed}) but now passes: remove the mark"
-        pytest.xfail(f"{path.name}: known miss ({missed}): {wrong}")
-    assert wrong is None, f"{path.name}: {wrong}"
+        assert wrong is not None, f"{name} is marked missed ({missed}) but now passes: remove the mark"
+        pytest.xfail(f"{name}: known miss ({missed}): {wrong}")
+    assert wrong is None, f"{name}: {wrong}"
+
+
+def test_a_missed_mark_fails_once_the_case_is_caught() -> None:
+    """The mark cannot outlive the miss: a marked case that passes fails; one that still misses is an xfail."""
+    doc = {"kind": "failure", "expect": {"verdict": "blocked", "entry": "x"}, "missed": "no entry yet"}
+    caught = {"verdict": "blocked", "checks": [{"id": "compat", "status": "block", "reason": "[x] it fails"}]}
+    assert judge(doc, 78, caught) is None
+    with pytest.raises(AssertionError, match="now passes: remove the mark"):
+        settle("case", doc, judge(doc, 78, caught))
+    with pytest.raises(pytest.xfail.Exception):
+        settle("case", doc, judge(doc, 0, {"verdict": "ok", "checks": []}))
+
+
+def test_a_refused_command_line_blocks_a_working_setup_and_catches_a_flag_failure() -> None:
+    refused = {"verdict": "refused", "checks": [{"id": "sglang-flags", "status": "block", "reason": "no option"}]}
+    assert judge({"kind": "working"}, 64, refused) is not None
+    assert judge({"kind": "failure", "expect": {"verdict": "refused", "entry": "sglang-flags"}}, 64, refused) is None
+    assert judge({"kind": "failure", "expect": {"verdict": "blocked", "entry": "some-entry"}}, 64, refused) is not None
 
 
 def test_corpus_size_and_kinds() -> None:

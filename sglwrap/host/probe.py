@@ -17,7 +17,6 @@ from typing import Any, Protocol
 
 from sglwrap.errors import UsageError
 from sglwrap.host import stack
-from sglwrap.host.catalogue import resolve_assume
 from sglwrap.host.facts import HostFacts, load_facts
 
 
@@ -54,6 +53,8 @@ class CatalogueProbe:
     with_stack_probe: bool = True
 
     def facts(self) -> HostFacts:
+        from sglwrap.host.catalogue import resolve_assume  # GPU tables: --assume runs only
+
         gpu = resolve_assume(self.spec)
         return with_local_stack(gpu, self.python, environ=self.environ, probe=self.with_stack_probe)
 

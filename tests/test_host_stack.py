@@ -47,6 +47,26 @@ def test_assume_stack_drops_only_the_stale_probe_parts() -> None:
     assert view.driver_cuda == "12.8"
 
 
+def test_assuming_another_sglang_release_leaves_out_what_the_installed_one_brought() -> None:
+    """The test venv's pairing (SGLang 0.5.23 with sglang-kernel 0.4.10 and torch 2.14.1): planning for 0.5.9 must not
+    judge 0.5.9's torch against 0.5.23's kernel. The same release, or a package named too, keeps the value."""
+    base = resolve_assume("8xRTX-PRO-6000")
+    local = {"sglang": "0.5.23", "sglang-kernel": "0.4.10", "torch": "2.14.1", "flashinfer-python": "0.7.2",
+             "nvidia-nccl-cu13": "2.30.7", "nvidia-ml-py": "13.580.82"}
+    installed = base.__class__(**{**base.__dict__, "packages": local,
+                                  "binaries": {"nccl": "2.30.7", "arches": {"sgl-kernel": ["sm_90a"], "nccl": ["sm_90"]}}})
+    other = apply_assume_stack(installed, {"sglang": "0.5.9", "torch": "2.9.1+cu128"})
+    assert other.packages == {"sglang": "0.5.9", "torch": "2.9.1+cu128", "nvidia-ml-py": "13.580.82"}
+    assert "nccl" not in other.binaries and other.binaries["arches"] == {}
+    assert other.probes["assume_stack_left_out"] == {"flashinfer-python": "0.7.2", "nvidia-nccl-cu13": "2.30.7",
+                                                     "sglang-kernel": "0.4.10"}
+    assert any("left out of the plan" in n for n in other.notes)
+    same = apply_assume_stack(installed, {"sglang": "0.5.23", "torch": "2.9.1+cu128"})
+    assert same.packages["sglang-kernel"] == "0.4.10" and "assume_stack_left_out" not in same.probes
+    named = apply_assume_stack(installed, {"sglang": "0.5.9", "sglang-kernel": "0.3.21"})
+    assert named.packages["sglang-kernel"] == "0.3.21" and "torch" not in named.packages
+
+
 @pytest.mark.parametrize(
     ("torch", "cuda", "has_sm120"),
     [

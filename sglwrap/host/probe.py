@@ -197,14 +197,38 @@ def _check_key(key: str) -> None:
 _PROBE_PART = {"torch": "torch", "flashinfer-python": "flashinfer", "sglang": "sglang"}
 
 
+# What an SGLang release brings with it (its pins and theirs): another release planned means other versions of these.
+RELEASE_PINNED = frozenset(stack.PACKAGES) - {"sglang", "nvidia-ml-py", "cupy-cuda12x", "cupy-cuda13x"}
+
+
 def apply_assume_stack(facts: HostFacts, overrides: Mapping[str, str]) -> HostFacts:
-    """``facts`` with package versions, driver and torch arch list replaced; stale probe parts dropped."""
+    """``facts`` with package versions, driver and torch arch list replaced; stale probe parts dropped. When
+    ``sglang=`` names another release than the installed one, the installed packages that release would bring in
+    its own versions (torch, sglang-kernel, FlashInfer, NCCL, ...) are left out unless named too: they describe
+    this environment, not the one planned (installing that release replaces them)."""
     packages = dict(facts.packages)
     probes: dict[str, Any] = dict(facts.probes)
     stack_probe = dict(probes.get("stack") or {})
     driver, cuda_drv = facts.driver_version, facts.cuda_driver_version
     binaries: dict[str, Any] = dict(facts.binaries)
     arches = dict(binaries.get("arches") or {})
+    notes = facts.notes
+    if "sglang" in overrides and overrides["sglang"] != packages.get("sglang"):
+        dropped = sorted(n for n in RELEASE_PINNED if n in packages and n not in overrides)
+        for name in dropped:
+            del packages[name]
+            stack_probe.pop(_PROBE_PART.get(name, ""), None)
+            read = _BINARY_DISTS.get(name)
+            if read and f"{read}-arch" not in overrides:
+                arches.pop(read, None)
+            if name.startswith("nvidia-nccl") and "nccl" not in overrides:
+                binaries.pop("nccl", None)
+        if dropped:
+            probes["assume_stack_left_out"] = {n: facts.packages[n] for n in dropped}
+            notes = (*notes, f"--assume-stack sglang={overrides['sglang']}: the installed "
+                     + ", ".join(f"{n} {facts.packages[n]}" for n in dropped)
+                     + f" belong to {'SGLang ' + packages['sglang'] if packages.get('sglang') else 'this environment'}"
+                     " and are left out of the plan; name them in --assume-stack to plan with them")
     for key, value in overrides.items():
         if key == "driver":
             driver, cuda_drv = value, None
@@ -243,5 +267,5 @@ def apply_assume_stack(facts: HostFacts, overrides: Mapping[str, str]) -> HostFa
     probes["assume_stack"] = dict(overrides)
     return dataclasses.replace(
         facts, packages=packages, probes=probes, driver_version=driver, cuda_driver_version=cuda_drv,
-        source=f"{facts.source}+assume-stack", binaries=binaries,
+        source=f"{facts.source}+assume-stack", binaries=binaries, notes=notes,
     )

@@ -132,7 +132,10 @@ def check_sglang_installed(ctx: Context) -> Verdict:
     cid, st = "sglang-installed", ctx.stack
     assumed = (ctx.facts.probes.get("assume_stack") or {}).get("sglang")
     if assumed:
-        return Verdict(cid, Status.PASS, f"SGLang {assumed} assumed (--assume-stack)")
+        left = ctx.facts.probes.get("assume_stack_left_out") or {}
+        extra = (f"; the installed {', '.join(f'{k} {v}' for k, v in left.items())} are not part of the plan "
+                 "(that release brings its own; name them in --assume-stack to plan with them)") if left else ""
+        return Verdict(cid, Status.PASS, f"SGLang {assumed} assumed (--assume-stack){extra}")
     if st.packages.get("sglang"):
         return Verdict(cid, Status.PASS, f"SGLang {st.packages['sglang']} installed for the target interpreter")
     planned = ctx.args.version

@@ -123,12 +123,26 @@ def find_config(model_path: str) -> tuple[Path, str]:
         f"cache); built-in configs: {', '.join(catalogue_names())}")
 
 
+# Defaults of transformers' config classes for model types whose published config.json leaves the geometry to them
+# (google's gemma-3 files name only a few keys): transformers 5.19 ``Gemma3TextConfig`` (configuration_gemma3.py).
+_TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                    "max_position_embeddings": 131_072, "sliding_window": 4096, "tie_word_embeddings": True},
+}
+
+
 def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     for key in ("text_config", "llm_config", "language_config"):
         sub = cfg.get(key)
         if isinstance(sub, dict) and sub.get("num_hidden_layers"):
-            return sub
-    return cfg
+            return {**_TEXT_DEFAULTS.get(str(sub.get("model_type")), {}), **sub}
+    return {**_TEXT_DEFAULTS.get(str(cfg.get("model_type")), {}), **cfg}
+
+
+# Config classes that turn ``rope_scaling`` into per-layer-type ``rope_parameters`` (transformers 5, which SGLang
+# 0.5.23 runs): the attribute SGLang reads then has no top-level ``factor`` (configuration_gemma3.py).
+_PER_LAYER_ROPE_TYPES = frozenset({"gemma3_text"})
 
 
 def context_length(tc: dict[str, Any]) -> int:
@@ -136,6 +150,8 @@ def context_length(tc: dict[str, Any]) -> int:
     rope = tc.get("rope_scaling") or {}
     factor = rope.get("factor", 1) if isinstance(rope, dict) and rope else 1
     if isinstance(rope, dict) and ("original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3"):
+        factor = 1
+    if tc.get("model_type") in _PER_LAYER_ROPE_TYPES:
         factor = 1
     for key in _CONTEXT_KEYS:
         if tc.get(key) is not None:

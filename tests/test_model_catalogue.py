@@ -35,7 +35,10 @@ from sglwrap.memory.model import find_config, load_shape
     ("deepseek-ai/DeepSeek-V2-Lite-Chat", "DeepSeek-V2-Lite"),
     ("openai/gpt-oss-20b", "gpt-oss-20b"),
     ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen3-235B-A22B-FP8"),  # the FP8 file, never the bf16 one
-    ("Qwen/Qwen2.5-VL-7B-Instruct", "Qwen2.5-VL-7B-Instruct"),  # the VLM, never the text-only Qwen2.5-7B
+    ("Qwen/Qwen2.5-VL-7B-Instruct", "Qwen2.5-VL-7B-Instruct"),
+    ("Qwen/Qwen3-30B-A3B-FP8", "Qwen3-30B-A3B-FP8"),
+    ("zai-org/GLM-4.7-Flash", "GLM-4.7-Flash"),
+    ("google/gemma-3-27b-it", "gemma-3-27b-it"),  # the VLM, never the text-only Qwen2.5-7B
 ])
 def test_model_catalogue_matches_the_spellings_people_type(typed: str, folder: str) -> None:
     assert catalogue_match(typed) == folder
@@ -66,7 +69,7 @@ def test_model_catalogue_prefers_a_local_directory_over_the_catalogue(tmp_path: 
 
 
 @pytest.mark.parametrize("typed", [
-    "Qwen/Qwen3-30B-A3B-FP8",  # a quantised release: its weights are not the bf16 file's
+    "Qwen/Qwen3-14B-FP8",  # a quantised release not bundled: its weights are not the bf16 file's
     "nvidia/DeepSeek-R1-FP4",
     "Qwen/Qwen2.5-VL-72B-Instruct",  # not bundled: no geometry may be borrowed from Qwen2.5-72B
     "some-org/Totally-Unknown-Model",

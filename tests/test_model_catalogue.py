@@ -35,10 +35,11 @@ from sglwrap.memory.model import find_config, load_shape
     ("deepseek-ai/DeepSeek-V2-Lite-Chat", "DeepSeek-V2-Lite"),
     ("openai/gpt-oss-20b", "gpt-oss-20b"),
     ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen3-235B-A22B-FP8"),  # the FP8 file, never the bf16 one
-    ("Qwen/Qwen2.5-VL-7B-Instruct", "Qwen2.5-VL-7B-Instruct"),
+    ("Qwen/Qwen2.5-VL-7B-Instruct", "Qwen2.5-VL-7B-Instruct"),  # the VLM, never the text-only Qwen2.5-7B
     ("Qwen/Qwen3-30B-A3B-FP8", "Qwen3-30B-A3B-FP8"),
     ("zai-org/GLM-4.7-Flash", "GLM-4.7-Flash"),
-    ("google/gemma-3-27b-it", "gemma-3-27b-it"),  # the VLM, never the text-only Qwen2.5-7B
+    ("deepseek-ai/DeepSeek-V3.1", "DeepSeek-V3"),
+    ("google/gemma-3-27b-it", "gemma-3-27b-it"),
 ])
 def test_model_catalogue_matches_the_spellings_people_type(typed: str, folder: str) -> None:
     assert catalogue_match(typed) == folder
@@ -74,6 +75,7 @@ def test_model_catalogue_prefers_a_local_directory_over_the_catalogue(tmp_path: 
     "Qwen/Qwen2.5-VL-72B-Instruct",  # not bundled: no geometry may be borrowed from Qwen2.5-72B
     "some-org/Totally-Unknown-Model",
     "Qwen/Qwen2.5-7B-Instruct-AWQ",
+    "moonshotai/Kimi-K2-Thinking",  # INT4: listed as different, although the words would reach Kimi-K2-Instruct
 ])
 def test_model_catalogue_does_not_guess_a_model_it_does_not_hold(typed: str) -> None:
     assert catalogue_match(typed) is None
@@ -89,13 +91,15 @@ def test_model_catalogue_keys_drop_only_words_that_leave_the_geometry_alone() ->
 
 
 def test_model_catalogue_aliases_point_at_bundled_folders_and_say_why() -> None:
-    raw = json.loads(ALIASES_PATH.read_text(encoding="utf-8"))["aliases"]
+    data = json.loads(ALIASES_PATH.read_text(encoding="utf-8"))
     names = set(catalogue_names())
-    assert raw
-    for alias, entry in raw.items():
+    assert data["aliases"]
+    for alias, entry in data["aliases"].items():
         assert entry["to"] in names, alias
         assert len(entry["why"]) > 20, alias
         assert key(alias) not in {key(n) for n in names}, f"{alias} shadows a bundled folder"
+    for name, why in data["different"].items():
+        assert name not in names and len(why) > 20, name
 
 
 def test_model_catalogue_keys_are_unique() -> None:

@@ -13,6 +13,9 @@ named like the repository (``/models/Qwen2.5-72B-Instruct/``), or a Hugging Face
 4. the key without a four-digit release tag (``Qwen3-30B-A3B-Instruct-2507``, ``DeepSeek-R1-0528``):
    a re-release with the same geometry whose context may be longer than the bundled file says.
 
+Names listed under ``"different"`` in ``aliases.json`` (``Kimi-K2-Thinking``: an INT4 release the word rule would
+send to the fp8 ``Kimi-K2-Instruct``) match nothing but a folder of their own name.
+
 A quantisation suffix (``-FP8``, ``-AWQ``) is never dropped: the weights would be sized as the wrong dtype.
 """
 
@@ -52,13 +55,23 @@ def key(name: str) -> str:
 
 
 @cache
-def _aliases() -> dict[str, str]:
-    """alias key -> folder name, from ``aliases.json`` (``{"aliases": {alias: {"to": folder, "why": ...}}}``)."""
+def _aliases_file() -> dict[str, dict[str, object]]:
     try:
         raw = json.loads(ALIASES_PATH.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return {}
-    return {key(alias): str(entry["to"]) for alias, entry in raw.get("aliases", {}).items()}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _aliases() -> dict[str, str]:
+    """alias key -> folder name, from ``aliases.json`` (``{"aliases": {alias: {"to": folder, "why": ...}}}``)."""
+    entries = _aliases_file().get("aliases", {})
+    return {key(alias): str(entry["to"]) for alias, entry in entries.items() if isinstance(entry, dict)}
+
+
+def _different() -> frozenset[str]:
+    """Lower-cased names that must not fall back to a bundled file (``"different"`` in ``aliases.json``)."""
+    return frozenset(name.lower() for name in _aliases_file().get("different", {}))
 
 
 def catalogue_match(model_path: str) -> str | None:
@@ -72,6 +85,8 @@ def catalogue_match(model_path: str) -> str | None:
     for known in names:
         by_key.setdefault(key(known), known)
     aliases = {k: v for k, v in _aliases().items() if v in names}
+    if name.lower() in _different() or _RELEASE_TAG.sub("", name.lower()) in _different():
+        return None
     want = key(name)
     for candidate in (want, _RELEASE_TAG.sub("", want)):
         if candidate in by_key:

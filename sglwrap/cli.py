@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import Any
 
 from sglwrap import __version__
 from sglwrap.commands import COMMANDS
@@ -68,8 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         set_color_mode(color)
     verb = argv[0] if argv and argv[0] in COMMANDS else None
-    parser = build_parser([verb] if verb else None)
     if verb is None:
+        parser = build_parser(None)
         if not argv:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
@@ -82,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # A verb's own parse (launch, preflight, memory split their options from SGLang's) can already find a
         # user's mistake, so it runs under the same error handling as the command.
-        args = mod.parse(parser, argv) if hasattr(mod, "parse") else parser.parse_args(argv)
+        verb_parser: Any = _LazyParser(lambda: build_parser([verb]))  # built only for --help or a usage error
+        args = mod.parse(verb_parser, argv) if hasattr(mod, "parse") else verb_parser.parse_args(argv)
         return int(mod.run(args))
     except SglwrapError as e:
         sys.stderr.write(f"sglwrap: error: {e.message}\n")
@@ -98,6 +99,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Please report it with that file.\n"
         )
         return EXIT_SOFTWARE
+
+
+class _LazyParser:
+    """The argparse parser, built on first use: verbs that split their own options only need it for --help."""
+
+    def __init__(self, build: Callable[[], argparse.ArgumentParser]) -> None:
+        self._build = build
+        self._parser: argparse.ArgumentParser | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._parser is None:
+            self._parser = self._build()
+        return getattr(self._parser, name)
 
 
 def _global_options(argv: list[str]) -> tuple[list[str], str | None]:
@@ -116,6 +130,7 @@ def _global_options(argv: list[str]) -> tuple[list[str], str | None]:
 def _write_crash_log() -> str:
     import os
     import tempfile
+    import traceback
 
     fd, path = tempfile.mkstemp(prefix="sglwrap-crash-", suffix=".log")
     with os.fdopen(fd, "w") as fh:

@@ -18,7 +18,7 @@ import pytest
 
 from .conftest import REPO, requires_sglang, run_sglwrap
 
-STORY = "sglang=0.5.23,torch=2.9.1+cu128,flashinfer-python=0.6.16,driver=580.95.05"
+STORY = "sglang=0.5.23,torch=2.14.1+cu130,flashinfer-python=0.7.2,driver=580.95.05"  # as 0.5.23 pins it
 PRE = ("preflight", "--assume", "8xRTX-PRO-6000", "--assume-stack", STORY)
 LOGS = REPO / "tests" / "fixtures" / "logs"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -10,7 +10,7 @@ import pytest
 from sglwrap.cli import main
 from sglwrap.host import nvml
 
-STORY = "sglang=0.5.23,torch=2.9.1+cu128,flashinfer-python=0.6.16,driver=580.95.05"
+STORY = "sglang=0.5.23,torch=2.14.1+cu130,flashinfer-python=0.7.2,driver=580.95.05"  # as 0.5.23 pins it
 
 
 @pytest.fixture(autouse=True)

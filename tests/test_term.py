@@ -25,7 +25,7 @@ from sglwrap import term
 
 from .conftest import REPO
 
-STORY = "sglang=0.5.23,torch=2.9.1+cu128,flashinfer-python=0.6.16,driver=580.95.05"
+STORY = "sglang=0.5.23,torch=2.14.1+cu130,flashinfer-python=0.7.2,driver=580.95.05"  # as 0.5.23 pins it
 SGR_COLOUR = re.compile(r"\x1b\[[0-9;]*3[123]m")
 
 

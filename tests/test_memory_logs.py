@@ -64,3 +64,45 @@ def test_memory_logs_deepseek_r1_dp_attention_negative_is_not_reproduced() -> No
     p_gib = 21.73 + 166.59
     rest = 21.73 - p_gib * (1 - 0.95)
     assert rest > 0
+
+
+# The docs-CI EAGLE launches (Llama-2-7B chat, EAGLE draft, 64 draft tokens, topk 8, 5 steps, 0.7) log the target's
+# "Memory pool end" and then the draft's "Load weight begin": what lies between is the target's verify graphs.
+VERIFY_LOGS = [pytest.param("0.4.2", 23.46, 11.13, id="33_docs-ci_0.4.2"),
+               pytest.param("0.4.1", 23.48, 13.32, id="71_docs-ci_0.4.1")]
+
+
+@pytest.mark.parametrize(("version", "pool_end", "draft_begin"), VERIFY_LOGS)
+def test_memory_logs_pre_046_verify_graphs_lie_in_the_source_models_band(version: str, pool_end: float,
+                                                                        draft_begin: float) -> None:
+    """SGLang < 0.4.6 captures the EAGLE verify graphs in ascending order (1..32, 64, 128 with padding off): each size
+    keeps its fp32 logits, hidden states and transients. The logged capture must lie within the model's ±, and
+    keeping only the logits (the model of later releases) must fall well short of it."""
+    from sglwrap.memory.extras import draft_graphs, verify_graph_bytes
+    from sglwrap.memory.fits import exact
+
+    shape = load_shape(str(CAT / "Llama-2-7b-hf"))
+    capture = tuple(range(1, 33)) + (64, 128)
+    logged = (pool_end - draft_begin) * GIB
+    term = draft_graphs(exact(0, "none"), "EAGLE", capture=capture, draft_tokens=64, vocab=shape.vocab_size,
+                        shape=shape, version=version, context_len=4096)
+    value, _ = verify_graph_bytes(shape, capture, 64, 4096)
+    assert term.bytes == value
+    assert abs(logged - term.bytes) <= term.pm
+    logits_only = sum(capture) * 64 * shape.vocab_size * 4
+    assert logits_only < 0.6 * logged
+
+
+def test_memory_logs_verify_graph_source_model_is_for_pre_046_releases_only() -> None:
+    """From 0.4.6 SGLang captures in descending order (the transients are reused): the fitted path applies."""
+    from sglwrap.memory.extras import draft_graphs
+    from sglwrap.memory.fits import exact
+
+    shape = load_shape(str(CAT / "Llama-2-7b-hf"))
+    capture = tuple(range(1, 33)) + (64, 128)
+    old = draft_graphs(exact(0, "none"), "EAGLE", capture=capture, draft_tokens=64, vocab=shape.vocab_size,
+                       shape=shape, version="0.4.3", context_len=4096)
+    new = draft_graphs(exact(0, "none"), "EAGLE", capture=capture, draft_tokens=64, vocab=shape.vocab_size,
+                       shape=shape, version="0.4.6", context_len=4096)
+    assert "source model" in old.source and "source model" not in new.source
+    assert new.bytes < old.bytes

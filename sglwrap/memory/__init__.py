@@ -283,7 +283,8 @@ def _terms(facts: HostFacts, interconnect: str, shape: ModelShape, args: ServerA
         draft_graphs=draft_graphs(graphs, draft.algorithm, capture=resolved.decode_graph_sizes,
                                   draft_tokens=args.speculative_num_draft_tokens
                                   or default_draft_tokens(version, shape.architecture),
-                                  vocab=shape.vocab_size) if draft
+                                  vocab=shape.vocab_size, shape=shape, version=version,
+                                  context_len=args.context_length or shape.context_len, tp=args.tp_size) if draft
         else fits.exact(0, "no draft model"),
         deepep=deepep_buffers(shape, extra, max(args.ep_size, args.tp_size), env),
         lora=lora_buffers(shape, extra, args.tp_size))

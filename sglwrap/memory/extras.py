@@ -196,13 +196,51 @@ def default_draft_tokens(version: str | None, architecture: str) -> int:
     return 8 if architecture in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM") else 4
 
 
+LEGACY_VERIFY_BEFORE = (0, 4, 6)  # 0.4.3 captures in ascending order; 0.4.6 captures reversed(capture_bs)
+
+
+def verify_graph_bytes(shape: ModelShape, capture: tuple[int, ...], draft_tokens: int, context_len: int,
+                       tp: int = 1) -> tuple[int, str]:
+    """What the target's verify graphs of SGLang < 0.4.6 hold, from the 0.4.3 source (bytes, how).
+
+    ``model_executor/cuda_graph_runner.py`` (0.4.3): the EAGLE target captures TARGET_VERIFY graphs with
+    ``num_tokens_per_bs = speculative_num_draft_tokens`` rows per request, for every size of ``capture_bs`` in
+    ascending order (``:286-300``), keeping ``output_buffers[bs]`` per size: the logits, converted to fp32 over the
+    whole vocabulary (``layers/logits_processor.py:248``), and the hidden states the draft reads (capture mode FULL).
+    Because the sizes grow, a graph cannot take the larger blocks it needs from the blocks its smaller predecessors
+    freed in the shared graph pool, so each size also keeps its own transients: the lm_head output in the model
+    dtype (before ``.float()``) and the MLP's gate/up output (``2 x intermediate / tp``). Before capturing, the
+    runner sizes the attention backend for ``max_bs x draft_tokens`` rows (``init_cuda_graph_state``, ``:190``):
+    FlashInfer's ``cuda_graph_kv_indices`` (int32) and ``cuda_graph_custom_mask`` (uint8) of that many rows times
+    the model's context length (``layers/attention/flashinfer_backend.py:261-282``).
+    """
+    dt = 2
+    inter = (shape.dense_intermediate_size or shape.intermediate_size) if not shape.is_moe else shape.moe_intermediate_size
+    rows = [bs * draft_tokens for bs in capture]
+    kept = sum(rows) * (4 * shape.vocab_size + dt * shape.hidden_size)
+    transient = sum(rows) * dt * (shape.vocab_size + 2 * inter // max(1, tp))
+    attn = max(rows) * context_len * (4 + 1)
+    how = (f"source model (SGLang < 0.4.6): {len(capture)} verify graphs, {sum(rows)} rows of {draft_tokens} draft "
+           f"tokens: fp32 logits + hidden states kept {kept / GIB:.2f} GiB, per-size transients (lm_head output, "
+           f"MLP gate/up) {transient / GIB:.2f} GiB, FlashInfer graph state {max(rows)} x {context_len} x 5 B "
+           f"{attn / GIB:.2f} GiB")
+    return kept + transient + attn, how
+
+
 def draft_graphs(target_graphs: Term, algorithm: str, *, capture: tuple[int, ...] = (), draft_tokens: int = 1,
-                 vocab: int = 0) -> Term:
+                 vocab: int = 0, shape: ModelShape | None = None, version: str | None = None,
+                 context_len: int | None = None, tp: int = 1) -> Term:
     """What speculative decoding adds to the graphs.
 
-    - A constant fitted on the logged target captures of speculative launches (``spec_graph`` in fits.json: the
-      verify graphs beyond plain decode graphs at bs <= 4, where the logits term below is small).
-    - The verify graphs' logits: each captured batch size keeps its own output buffers (0.4.3
+    SGLang < 0.4.6 (with the model's shape and context length known): the target's verify graphs from the source
+    (``verify_graph_bytes``), ± the largest relative residual of the logged target captures of such launches
+    (``verify_graph_legacy`` in fits.json: the docs-CI EAGLE launches of 0.4.1 and 0.4.2, corpus 71 and 33). The
+    draft worker's own captures stay in the decode-graph term.
+
+    Later releases capture in descending order, so a graph's transients are reused by the smaller ones:
+    - a constant fitted on the logged target captures of speculative launches (``spec_graph`` in fits.json: the
+      verify graphs beyond plain decode graphs at bs <= 4, where the logits term below is small);
+    - the verify graphs' logits: each captured batch size keeps its own output buffers (0.4.3
       ``cuda_graph_runner.py:306``, 0.5.6 ``:490``: ``self.output_buffers[bs]``), fp32 over the whole vocabulary
       (0.4.3 ``logits_processor.py:248``: ``.float()``), with ``draft_tokens`` rows per request where a decode graph
       has one: ``sum(capture sizes) x (draft_tokens - 1) x vocab x 4 B`` beyond the decode graphs. The same per-size
@@ -212,6 +250,11 @@ def draft_graphs(target_graphs: Term, algorithm: str, *, capture: tuple[int, ...
     """
     from sglwrap.memory.fits import load
 
+    if (shape is not None and context_len and capture and draft_tokens > 1 and version is not None
+            and _vkey(version) < LEGACY_VERIFY_BEFORE):
+        value, how = verify_graph_bytes(shape, capture, draft_tokens, context_len, tp)
+        rel = float((load().get("verify_graph_legacy") or {}).get("rel_pm", 0.25))
+        return Term(value, int(rel * value), f"{how}; ± {rel:.0%} (logged 0.4.1/0.4.2 EAGLE launches)")
     g = load().get("spec_graph") or {}
     n = len(g.get("cases") or [])
     if not n:

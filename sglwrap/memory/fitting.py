@@ -17,11 +17,17 @@ Terms (all GiB per rank):
   launches without speculative decoding; ``spec_graph``: what the target's graphs of a speculative launch (verify
   graphs, draft tokens per request > 1) hold beyond that line.
 - ``weights_extra``: what "Load weight end ... mem usage" holds beyond the weights computed from the config.
+- ``verify_graph_legacy``: the relative residual of the source model of SGLang < 0.4.6's verify graphs
+  (``sglwrap.memory.extras.verify_graph_bytes``) against speculative launches whose log shows the target's capture
+  between its "Memory pool end" and the draft's "Load weight begin".
+- ``prefill_graph``: the logged "Capture target prefill CUDA graph end ... mem usage" per captured token size.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -189,6 +195,10 @@ def fit_decode_graph(cases: list[dict[str, Any]]) -> dict[str, Any]:
             excluded.append({"id": c["id"], "why": "no batch-size list in the log, or WSL/unified memory "
                                                    "(free memory not reported faithfully)"})
             continue
+        if truth.get("prefill_graph_mem_gb") is not None:
+            excluded.append({"id": c["id"], "why": "decode graphs captured after the prefill graphs, in the pool "
+                                                   "those left (fitted with them in prefill_graph)"})
+            continue
         pts.append((c["id"], int(n), float(mem)))
     xs, ys = [float(n) for _, n, _ in pts], [m for _, _, m in pts]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
@@ -246,6 +256,59 @@ def fit_weights_extra(cases: list[dict[str, Any]], repo: Path) -> dict[str, Any]
             "cases": [{"id": i, "logged_gib": w, "extra_gib": e} for i, w, e in pts]}
 
 
+def _verify_observed(case: Mapping[str, Any]) -> float | None:
+    """GiB the target's verify graphs took: the first "Memory pool end" avail minus the next "Load weight begin"
+    avail (SGLang < 0.4.6 captures the target's graphs between the two; the draft's init adds no NCCL)."""
+    log = str(case.get("log") or "")
+    m = re.search(r"Memory pool end\. avail mem=([0-9.]+) GB", log)
+    if not m:
+        return None
+    n = re.search(r"Load weight begin\. avail mem=([0-9.]+) GB", log[m.end():])
+    return None if not n else float(m.group(1)) - float(n.group(1))
+
+
+def fit_verify_graph_legacy(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Relative residual of the source model of pre-0.4.6 verify graphs on the launches that log them."""
+    from sglwrap.memory.explain import _vkey
+    from sglwrap.memory.extras import LEGACY_VERIFY_BEFORE
+
+    pts: list[tuple[str, float, float]] = []
+    for c in cases:
+        v = c.get("version_for_plan")
+        obs = _verify_observed(c) if is_speculative(c) else None
+        if obs is None or not v or _vkey(str(v)) >= LEGACY_VERIFY_BEFORE or not c.get("argv"):
+            continue
+        model = _plan_case(c).budget.draft_graphs / GIB
+        pts.append((c["id"], round(obs, 2), model))
+    rel = [(o - m) / m for _, o, m in pts if m > 0]
+    # the bound is rounded up, so every case it was fitted on stays inside it
+    return {"rel_pm": math.ceil(max([0.10] + [abs(r) for r in rel]) * 1000) / 1000,
+            "cases": [{"id": i, "logged_gib": o, "model_gib": round(m, 3), "residual_rel": round((o - m) / m, 3)}
+                      for i, o, m in pts]}
+
+
+def _plan_case(case: Mapping[str, Any]) -> Any:
+    """The accountant's plan for a corpus case (its catalogue GPUs, argv and release)."""
+    from sglwrap.host.catalogue import resolve_assume
+    from sglwrap.memory import plan
+
+    g = case["gpu"]
+    return plan(resolve_assume(f"{g['count']}x{g['catalogue']}"), {}, [str(a) for a in case["argv"]],
+                sglang_version=case.get("version_for_plan"))
+
+
+def fit_prefill_graph(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean logged prefill-graph memory per captured token size (the breakable prefill graphs of SGLang >= 0.5.20,
+    captured before the decode graphs)."""
+    pts = [(c["id"], int(t["prefill_graph_token_sizes_count"]), float(t["prefill_graph_mem_gb"]))
+           for c in cases for t in [c.get("truth") or {}]
+           if t.get("prefill_graph_mem_gb") is not None and t.get("prefill_graph_token_sizes_count")]
+    per = [m / n for _, n, m in pts]
+    mean = sum(per) / len(per) if per else 0.0
+    return {"per_size_gib": round(mean, 5), "pm_rel": round(max([0.5] + [abs(p - mean) / mean for p in per]), 3)
+            if per else 1.0, "cases": [{"id": i, "sizes": n, "logged_gib": m} for i, n, m in pts]}
+
+
 def fit_all(corpus: Path, repo: Path) -> dict[str, Any]:
     """Every fit, with the cases it used."""
     cases = _cases(corpus)
@@ -253,6 +316,7 @@ def fit_all(corpus: Path, repo: Path) -> dict[str, Any]:
     return {"schema": 1, "generated_by": "python -m sglwrap.memory.fitting tests/corpus/memory",
             "corpus_cases": len(cases), "overhead": fit_overhead(cases, repo), "nccl": fit_nccl(cases),
             "decode_graph": decode, "spec_graph": fit_spec_graph(cases, decode),
+            "verify_graph_legacy": fit_verify_graph_legacy(cases), "prefill_graph": fit_prefill_graph(cases),
             "weights_extra": fit_weights_extra(cases, repo)}
 
 

@@ -95,7 +95,8 @@ SYNTHETIC = {
         "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "mamba_ssm_dtype": "bfloat16",
         "vocab_size": 1024, "intermediate_size": 2048, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"},
 }
-MAMBA_NAMES = ["Qwen3-Next-80B-A3B", *SYNTHETIC]
+# every bundled config this accountant sizes as a mamba / linear-attention hybrid, and the synthetic ones
+MAMBA_NAMES = [n for n in catalogue_names() if load_shape(str(CATALOGUE_DIR / n)).mamba is not None] + list(SYNTHETIC)
 
 
 @pytest.fixture(scope="session")

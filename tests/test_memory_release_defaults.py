@@ -11,6 +11,7 @@ Expected values are read from the released sources, not from sglwrap:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -95,3 +96,17 @@ def test_default_fraction_matches_sglangs_docs_ci(capsys: pytest.CaptureFixture[
     _, doc = _memory(capsys, "--assume", gpu, "--assume-stack", f"sglang={release}", "--", "--model-path",
                      "Qwen2.5-7B", "--max-total-tokens", "20480", flag, "4")
     assert doc["mem_fraction_static"] == {"value": fraction, "source": "sglang-default"}
+
+
+@pytest.mark.parametrize("release", ["0.5.20", "0.5.23"])
+def test_defaults_match_a_logged_2026_build_on_h100(capsys: pytest.CaptureFixture[str], release: str) -> None:
+    """Corpus 72 (a 2026-08 source build, Qwen3-30B-A3B-FP8 on one H100) logged mem_fraction_static=0.83,
+    chunked_prefill_size=8192, a breakable prefill graph and 36 decode batch sizes up to 256; planned without
+    any of them, the release rules give the same, and the pool lands within 1% of the logged 392,920 tokens."""
+    config = Path(__file__).parent / "corpus" / "memory" / "configs" / "Qwen3-30B-A3B-FP8.json"
+    rc, doc = _memory(capsys, "--assume", "1xH100", "--assume-stack", f"sglang={release}", "--", "--model-path",
+                      str(config))
+    d = doc["sglang_defaults"]
+    assert rc == 0 and doc["mem_fraction_static"] == {"value": 0.83, "source": "sglang-default"}
+    assert d["chunked_prefill_size"] == 8192 and d["decode_graph_sizes"] == 36 and d["prefill_cuda_graph"] is True
+    assert abs(doc["kv_tokens"] - 392920) / 392920 < 0.01

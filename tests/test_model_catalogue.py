@@ -40,6 +40,7 @@ from sglwrap.memory.model import find_config, load_shape
     ("zai-org/GLM-4.7-Flash", "GLM-4.7-Flash"),
     ("deepseek-ai/DeepSeek-V3.1", "DeepSeek-V3"),
     ("google/gemma-3-27b-it", "gemma-3-27b-it"),
+    ("Qwen/Qwen3-VL-8B-Instruct", "Qwen3-VL-8B-Instruct"),
 ])
 def test_model_catalogue_matches_the_spellings_people_type(typed: str, folder: str) -> None:
     assert catalogue_match(typed) == folder

@@ -236,7 +236,8 @@ def _vision_params(cfg: dict[str, Any]) -> int:
     merge, out = v.get("spatial_merge_size"), v.get("out_hidden_size")
     if merge and out:  # Qwen-VL patch merger: (merge^2 x hidden) -> same -> the language model's width
         wide = hidden * int(merge) ** 2
-        blocks += wide * wide + wide * int(out)
+        # Qwen3-VL adds one more merger per deepstack layer
+        blocks += (1 + len(v.get("deepstack_visual_indexes") or ())) * (wide * wide + wide * int(out))
     return blocks
 
 

@@ -114,3 +114,26 @@ def test_model_catalogue_every_folder_has_a_provenance_row() -> None:
     readme = (CATALOGUE_DIR / "README.md").read_text(encoding="utf-8")
     for name in catalogue_names():
         assert f"`{name}`" in readme, name
+
+
+# Parameter totals printed in the weight tables of public model reports (the same reports the configs come from,
+# code-index ids in sglwrap/data/models/README.md): the sum over the checkpoint's safetensors.
+PUBLISHED_PARAMS = {
+    "Qwen2.5-72B-Instruct": 72_706_203_648,  # id 62544871882
+    "QwQ-32B": 32_763_876_352,  # id 63012281180
+    "Qwen2.5-3B-Instruct": 3_085_938_688,  # id 62693603738
+    "Qwen2.5-1.5B-Instruct": 1_543_714_304,  # id 62511519683
+    "Qwen2.5-0.5B": 494_032_768,  # id 62648363898
+    "Meta-Llama-3-8B-Instruct": 8_030_261_248,  # id 62558919277
+    "Qwen3-VL-8B-Instruct": 8_767_123_696,  # id 62543607479
+}
+
+
+@pytest.mark.parametrize(("name", "params"), PUBLISHED_PARAMS.items())
+def test_model_catalogue_weights_from_config_match_the_published_parameter_count(name: str, params: int) -> None:
+    """bf16 checkpoints: the estimate from the bundled config is the checkpoint's parameter count within 0.1%
+    (biases, norms of the vision tower and position tables are the only parts left out)."""
+    from sglwrap.memory.weights import estimate_params
+
+    total_bytes, _ = estimate_params(load_shape(name))
+    assert abs(total_bytes / 2 - params) / params < 0.001

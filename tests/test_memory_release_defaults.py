@@ -110,3 +110,19 @@ def test_defaults_match_a_logged_2026_build_on_h100(capsys: pytest.CaptureFixtur
     assert rc == 0 and doc["mem_fraction_static"] == {"value": 0.83, "source": "sglang-default"}
     assert d["chunked_prefill_size"] == 8192 and d["decode_graph_sizes"] == 36 and d["prefill_cuda_graph"] is True
     assert abs(doc["kv_tokens"] - 392920) / 392920 < 0.01
+
+
+def test_multimodal_runner_reduction_of_044_matches_a_logged_pool(capsys: pytest.CaptureFixture[str]) -> None:
+    """Corpus 76 (gemma-3-4b-it on one H200, a 2025-03-27 branch of 0.4.4): the ModelRunner of 0.4.4 multiplies the
+    fraction of a multimodal model by 0.95 (model_runner.py:242), so the 0.88 of the TP ladder sizes the pool at
+    0.836; the logged pool (834,615 tokens) is within 1% of that plan and 5% away from a plain 0.88. 0.4.5-0.4.8
+    multiply by 0.90 (model_runner.py:273 in 0.4.5), and from 0.4.9 the runner leaves a given fraction alone."""
+    argv = ["--", "--model-path", "google/gemma-3-4b-it"]
+    _, doc = _memory(capsys, "--assume", "1xH200", "--assume-stack", "sglang=0.4.4", *argv)
+    assert doc["mem_fraction_static"]["value"] == pytest.approx(0.88 * 0.95)
+    assert abs(doc["kv_tokens"] - 834615) / 834615 < 0.01
+    _, doc = _memory(capsys, "--assume", "1xH200", "--assume-stack", "sglang=0.4.5", *argv)
+    assert doc["mem_fraction_static"]["value"] == pytest.approx(0.88 * 0.90)
+    _, doc = _memory(capsys, "--assume", "1xH200", "--assume-stack", "sglang=0.5.23", "--", "--model-path",
+                     "google/gemma-3-4b-it", "--mem-fraction-static", "0.8")
+    assert doc["mem_fraction_static"]["value"] == 0.8

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +138,17 @@ def test_weights_beyond_the_gpu_get_no_impossible_fraction_or_gpu_count() -> Non
     assert "no --mem-fraction-static below 1" in text
     assert "--tp-size" not in (p.result.fix or "")
     assert not re.search(r"--mem-fraction-static [1-9]\.\d", text)
+
+
+def test_corpus_75_glm_flash_bf16_on_one_rtx5090_is_a_sure_failure() -> None:
+    """Corpus 75: GLM-4.7-Flash in BF16 on one RTX 5090 at 0.85; SGLang refused to size the KV pool ("Loaded
+    weights leave no GPU memory"). The weights alone exceed the card, so the plan blocks the launch (exit 78)."""
+    import yaml
+
+    from sglwrap.host.catalogue import resolve_assume
+    from sglwrap.memory import plan
+
+    corpus = Path(__file__).parent / "corpus" / "memory"
+    case = yaml.safe_load((corpus / "75_glm-4.7-flash-bf16_1xRTX5090_kv_pool_oom.yaml").read_text())
+    p = plan(resolve_assume("1xRTX-5090"), {}, [str(a) for a in case["argv"]], sglang_version=case["version_for_plan"])
+    assert p.verdict in ("weights_dont_fit", "kv_pool_oom") and p.exit_code == 78 and p.blocks_launch

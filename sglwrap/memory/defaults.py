@@ -86,13 +86,34 @@ def resolve(args: ServerArgs, shape: ModelShape, gpu_mem_mib: float | None, *,
     else:
         source = "sglang-default"
     n_prefill = _prefill_count(r.prefill_graph_sizes, args, shape) if r.prefill_cuda_graph else 0
+    mfs, notes = r.mem_fraction_static, tuple(r.notes)
+    factor = runner_multimodal_factor(release) if shape.is_multimodal else 1.0
+    if factor != 1.0:
+        mfs = mfs * factor
+        notes += (f"multimodal: the model runner of {release} multiplies mem_fraction_static by {factor} "
+                  f"(given or default) before sizing the pool",)
     return Resolved(
         chunked_prefill_size=r.chunked_prefill_size, decode_max_bs=r.cuda_graph_max_bs if r.decode_cuda_graph else 0,
-        prefill_graph_sizes=n_prefill, mem_fraction_static=r.mem_fraction_static, mfs_source=source,
+        prefill_graph_sizes=n_prefill, mem_fraction_static=mfs, mfs_source=source,
         reserved_mb=r.reserved_mib if source == "sglang-default" else None,
         decode_graph_sizes=tuple(r.cuda_graph_bs) if r.decode_cuda_graph else (),
         decode_graph=r.decode_cuda_graph, prefill_graph=r.prefill_cuda_graph, page_size=r.page_size,
-        max_running_requests=r.max_running_requests, version=release, rules=r.rules, notes=tuple(r.notes))
+        max_running_requests=r.max_running_requests, version=release, rules=r.rules, notes=notes)
+
+
+def runner_multimodal_factor(version: str) -> float:
+    """What the ModelRunner of a release multiplies ``mem_fraction_static`` by for a multimodal model, whether the
+    fraction was given or defaulted: x 0.95 up to 0.4.4 (0.3.0 ``model_runner.py:107``, 0.4.3 ``:138``, 0.4.4
+    ``:242``), x 0.90 in 0.4.5-0.4.8 (0.4.5 ``:273``, 0.4.6 ``:308``, 0.4.8 ``:414``). From 0.4.9 the reduction
+    moved into ``server_args`` and applies to the default only (the release rules, ``sglwrap.sglang.rules``)."""
+    from sglwrap.memory.explain import _vkey
+
+    key = _vkey(version)
+    if key < (0, 4, 5):
+        return 0.95
+    if key < (0, 4, 9):
+        return 0.90
+    return 1.0
 
 
 def _prefill_count(sizes: tuple[int, ...], args: ServerArgs, shape: ModelShape) -> int:

@@ -36,81 +36,187 @@ _CAT: tuple[CatalogueGpu, ...] = (
     CatalogueGpu("T4", "Tesla T4", 15360, (7, 5), "pcie", 0, True,
                  "nvidia-smi memory.total 15360MiB (modal-labs/modal-client PR 2797); PCIe card, no NVLink"),
     CatalogueGpu("V100", "Tesla V100-SXM2-32GB", 32768, (7, 0), "pcie", 0, True,
-                 "32 GB HBM2 datasheet capacity (no public nvidia-smi total found); CC 7.0; modelled without NVLink"),
+                 "nvidia-smi 32768MiB, ECC on, driver 525.105.17 (Wan-Video/Wan2.1 issue 5; the same total in other "
+                 "public Tesla V100-SXM2-32GB tables); CC 7.0; modelled without NVLink"),
+    CatalogueGpu("V100-16G", "Tesla V100-SXM2-16GB", 16384, (7, 0), "pcie", 0, True,
+                 "nvidia-smi 16384MiB, ECC on, driver 550.127.05 (thamada/gls gls/V100_x8_smi.py); CC 7.0; "
+                 "modelled without NVLink"),
     CatalogueGpu("A10", "NVIDIA A10", 23028, (8, 6), "pcie", 0, True,
                  "nvidia-smi memory.total 23028MiB (modal-labs/modal-client PR 2797); PCIe card, no NVLink"),
     CatalogueGpu("A10G", "NVIDIA A10G", 23028, (8, 6), "pcie", 0, True,
-                 "name from nvidia-smi on AWS (NVIDIA/k8s-device-plugin issue 344); memory taken as the A10's 23028MiB "
-                 "(same 24 GB GA102 board; no public A10G total found)"),
+                 "name from nvidia-smi on AWS (NVIDIA/k8s-device-plugin issue 344); nvidia-smi 23028MiB, ECC on, in "
+                 "public AWS g5 nvidia-smi tables (GitHub text search: 7 of the 8 that show memory; one older "
+                 "23040MiB)"),
+    CatalogueGpu("A30", "NVIDIA A30", 24576, (8, 0), "pcie", 0, True,
+                 "nvidia-smi 24576MiB, ECC on (public A30 nvidia-smi tables found by GitHub text search, 8 of 10; one "
+                 "older-format table shows 24258MiB, one a 2304MiB slice); GA100 CC 8.0; PCIe card, modelled without "
+                 "NVLink bridge"),
+    CatalogueGpu("A40", "NVIDIA A40", 46068, (8, 6), "pcie", 0, True,
+                 "nvidia-smi 46068MiB, ECC on, driver 550.127.05 (thamada/gls gls/A40x10_smi.py); name also in "
+                 "NVIDIA/nvidia-docker issue 1447; GA102 CC 8.6; PCIe card, modelled without NVLink bridge"),
     CatalogueGpu("L4", "NVIDIA L4", 23034, (8, 9), "pcie", 0, True,
-                 "nvidia-smi memory.total in public L4 reports; PCIe card, no NVLink"),
-    CatalogueGpu("L20", "NVIDIA L20", 49152, (8, 9), "pcie", 0, True,
-                 "48 GB datasheet capacity (no public nvidia-smi total found); CC 8.9; PCIe card, no NVLink"),
+                 "nvidia-smi 23034MiB, ECC on, driver 550.90.07 (thamada/gls gls/L4_smi.py; modal-labs/modal-client "
+                 "PR 2797); PCIe card, no NVLink"),
+    CatalogueGpu("L20", "NVIDIA L20", 46068, (8, 9), "pcie", 0, True,
+                 "nvidia-smi 46068MiB with ECC on, as the card ships (5 of 7 public L20 nvidia-smi tables found by "
+                 "GitHub text search; one 49140MiB with ECC off, one 8376MiB slice); CC 8.9; PCIe card, no NVLink"),
     CatalogueGpu("L40", "NVIDIA L40", 46068, (8, 9), "pcie", 0, True,
-                 "48 GB AD102 board; memory taken as the L40S's 46068MiB (modal-client PR 2797); PCIe, no NVLink"),
+                 "nvidia-smi 46068MiB with ECC on (6 of 7 public L40 nvidia-smi tables found by GitHub text search; "
+                 "49140MiB with ECC off); PCIe, no NVLink"),
     CatalogueGpu("L40S", "NVIDIA L40S", 46068, (8, 9), "pcie", 0, True,
-                 "nvidia-smi memory.total in public L40S reports; PCIe card, no NVLink"),
-    CatalogueGpu("RTX-A6000", "NVIDIA RTX A6000", 49152, (8, 6), "pcie", 0, True,
-                 "48 GB datasheet capacity (no public nvidia-smi total found); Ampere CC 8.6; modelled without NVLink bridge"),
-    CatalogueGpu("RTX-6000-Ada", "NVIDIA RTX 6000 Ada Generation", 49152, (8, 9), "pcie", 0, True,
-                 "48 GB datasheet capacity (no public nvidia-smi total found); CC 8.9; PCIe only"),
-    CatalogueGpu("RTX-5880-Ada", "NVIDIA RTX 5880 Ada Generation", 49152, (8, 9), "pcie", 0, True,
-                 "48 GB datasheet capacity (no public nvidia-smi total found); CC 8.9 (Ada); PCIe only, peer "
+                 "nvidia-smi memory.total 46068 MiB, ECC on, driver 595.71.05 (akash-network/provider-configs PR 99; "
+                 "modal-labs/modal-client PR 2797); PCIe card, no NVLink"),
+    CatalogueGpu("RTX-A6000", "NVIDIA RTX A6000", 49140, (8, 6), "pcie", 0, True,
+                 "nvidia-smi 49140MiB with ECC off, as the card ships (public RTX A6000 nvidia-smi tables, e.g. driver "
+                 "515.57, found by GitHub text search); 46068MiB with ECC on (thamada/gls gls/RTX_A6000_x9_smi.py); "
+                 "Ampere CC 8.6; modelled without NVLink bridge"),
+    CatalogueGpu("RTX-6000-Ada", "NVIDIA RTX 6000 Ada Generation", 49140, (8, 9), "pcie", 0, True,
+                 "nvidia-smi 49140MiB, ECC off, driver 550.127.05 (thamada/gls gls/RTX6000Ada_x8_smi.py); CC 8.9; "
+                 "PCIe only"),
+    CatalogueGpu("RTX-5880-Ada", "NVIDIA RTX 5880 Ada Generation", 49140, (8, 9), "pcie", 0, True,
+                 "49140MiB with ECC off, as the RTX 6000 Ada's AD102 48 GB board reports (one public 5880 Ada record; "
+                 "one public nvidia-smi table with ECC on shows 46068MiB); CC 8.9 (Ada); PCIe only, peer "
                  "access through the PCIe host bridge (NVIDIA/nccl issue 2079)"),
     CatalogueGpu("RTX-2080", "NVIDIA GeForce RTX 2080", 8192, (7, 5), "pcie", 0, False,
-                 "8 GB datasheet capacity (no public nvidia-smi total found); Turing CC 7.5; GeForce: no PCIe P2P"),
+                 "nvidia-smi 8192MiB (public RTX 2080 nvidia-smi tables found by GitHub text search, 5 of 6 agree); "
+                 "Turing CC 7.5; GeForce: no PCIe P2P"),
     CatalogueGpu("RTX-2080-Ti", "NVIDIA GeForce RTX 2080 Ti", 11264, (7, 5), "pcie", 0, False,
-                 "11 GB datasheet capacity (no public nvidia-smi total found); Turing CC 7.5; GeForce: no PCIe P2P"),
-    CatalogueGpu("RTX-A4000", "NVIDIA RTX A4000", 16384, (8, 6), "pcie", 0, True,
-                 "name from nvidia-smi (RainbowMiner/RainbowMiner issue 1796); 16 GB datasheet capacity; Ampere CC 8.6"),
+                 "nvidia-smi 11264MiB (public RTX 2080 Ti nvidia-smi tables found by GitHub text search; 22528MiB "
+                 "ones are 22 GB modded boards); Turing CC 7.5; GeForce: no PCIe P2P"),
+    CatalogueGpu("RTX-A4000", "NVIDIA RTX A4000", 16376, (8, 6), "pcie", 0, True,
+                 "name from nvidia-smi (RainbowMiner/RainbowMiner issue 1796); nvidia-smi 16376MiB, ECC off, on "
+                 "current "
+                 "drivers (public RTX A4000 nvidia-smi tables found by GitHub text search; older drivers 16117MiB); "
+                 "Ampere CC 8.6"),
+    CatalogueGpu("RTX-A5000", "NVIDIA RTX A5000", 24564, (8, 6), "pcie", 0, True,
+                 "nvidia-smi memory.total 24564 MiB, driver 570.211.01 (akash-network/provider-configs issue 82); "
+                 "Ampere CC 8.6; modelled without NVLink bridge"),
+    CatalogueGpu("RTX-A4500", "NVIDIA RTX A4500", 20470, (8, 6), "pcie", 0, True,
+                 "nvidia-smi 20470MiB, ECC off (public RTX A4500 nvidia-smi tables found by GitHub text search, all "
+                 "agree); Ampere CC 8.6; "
+                 "modelled without NVLink bridge"),
+    CatalogueGpu("RTX-5000-Ada", "NVIDIA RTX 5000 Ada Generation", 32760, (8, 9), "pcie", 0, True,
+                 "nvidia-smi 32760MiB, ECC off, driver 570.195.03 and others (public RTX 5000 Ada nvidia-smi tables "
+                 "found by GitHub text search, all agree); CC 8.9; PCIe only"),
+    CatalogueGpu("RTX-4000-Ada", "NVIDIA RTX 4000 Ada Generation", 20475, (8, 9), "pcie", 0, True,
+                 "nvidia-smi 20475MiB, ECC off, driver 550.90.07 (thamada/gls gls/RTX4000Ada_smi.py); CC 8.9; PCIe "
+                 "only"),
     CatalogueGpu("RTX-3060", "NVIDIA GeForce RTX 3060", 12288, (8, 6), "pcie", 0, False,
                  "nvidia-smi 12288MiB (geerlingguy/raspberry-pi-pcie-devices issue 790); GeForce: PCIe P2P disabled"),
     CatalogueGpu("RTX-3090", "NVIDIA GeForce RTX 3090", 24576, (8, 6), "pcie", 0, False,
-                 "nvidia-smi memory.total in public reports; GeForce: PCIe P2P disabled by the driver"),
+                 "nvidia-smi 24576MiB, driver 560.35.03 (thamada/gls gls/RTX3090_smi.py; noonghunna/club-3090 issue "
+                 "747); GeForce: PCIe P2P disabled by the driver"),
+    CatalogueGpu("RTX-3080", "NVIDIA GeForce RTX 3080", 10240, (8, 6), "pcie", 0, False,
+                 "10 GB board: nvidia-smi 10240MiB, driver 550.54.14 (thamada/gls gls/RTX3080_smi.py); GeForce: PCIe "
+                 "P2P disabled by the driver"),
+    CatalogueGpu("RTX-3080-12G", "NVIDIA GeForce RTX 3080", 12288, (8, 6), "pcie", 0, False,
+                 "12 GB board (same NVML name): nvidia-smi 12288MiB (one public nvidia-smi table found by GitHub text "
+                 "search); GeForce: "
+                 "PCIe P2P disabled by the driver"),
+    CatalogueGpu("RTX-3090-Ti", "NVIDIA GeForce RTX 3090 Ti", 24564, (8, 6), "pcie", 0, False,
+                 "nvidia-smi 24564MiB (public RTX 3090 Ti nvidia-smi tables found by GitHub text search, all agree); "
+                 "GeForce: PCIe P2P "
+                 "disabled by the driver"),
+    CatalogueGpu("RTX-4060-Ti-16G", "NVIDIA GeForce RTX 4060 Ti", 16380, (8, 9), "pcie", 0, False,
+                 "16 GB board: nvidia-smi 16380MiB, driver 550.54.14 (thamada/gls gls/RTX4060Ti_smi.py); GeForce: "
+                 "PCIe P2P disabled by the driver"),
+    CatalogueGpu("RTX-4070-Ti-SUPER", "NVIDIA GeForce RTX 4070 Ti SUPER", 16376, (8, 9), "pcie", 0, False,
+                 "16,376MiB from nvidia-smi, driver 560.94 (one public report found by GitHub text search; the same "
+                 "AD103 16 GB total "
+                 "as the RTX 4080); GeForce: PCIe P2P disabled by the driver"),
+    CatalogueGpu("RTX-4080", "NVIDIA GeForce RTX 4080", 16376, (8, 9), "pcie", 0, False,
+                 "nvidia-smi 16376MiB (public RTX 4080 nvidia-smi tables found by GitHub text search, 7 of 10; two "
+                 "16384MiB, one 32 GB "
+                 "modded board); GeForce: PCIe P2P disabled by the driver"),
+    CatalogueGpu("RTX-4080-SUPER", "NVIDIA GeForce RTX 4080 SUPER", 16376, (8, 9), "pcie", 0, False,
+                 "nvidia-smi FB total 16376 MiB, driver 595.71.05 (utkuozdemir/nvidia_gpu_exporter PR 414, "
+                 "internal/captures/linux-x86_64__nvidia-geforce-rtx-4080-super__595.71.05.txt); GeForce: PCIe P2P "
+                 "disabled by the driver"),
     CatalogueGpu("RTX-4090", "NVIDIA GeForce RTX 4090", 24564, (8, 9), "pcie", 0, False,
                  "nvidia-smi 24564MiB (RLinf/RLinf issue 255); GeForce: PCIe P2P disabled by the driver"),
     CatalogueGpu("RTX-5060", "NVIDIA GeForce RTX 5060", 8151, (12, 0), "pcie", 0, False,
-                 "8 GB datasheet capacity (8151MiB assumed, no public nvidia-smi total found); SM120; GeForce: PCIe P2P disabled"),
-    CatalogueGpu("RTX-5060-Ti", "NVIDIA GeForce RTX 5060 Ti", 16384, (12, 0), "pcie", 0, False,
-                 "16 GB datasheet capacity (no public nvidia-smi total found); SM120; GeForce: PCIe P2P disabled"),
+                 "nvidia-smi 8151MiB (public RTX 5060 nvidia-smi tables found by GitHub text search, all agree); "
+                 "SM120; GeForce: PCIe P2P disabled"),
+    CatalogueGpu("RTX-5060-Ti", "NVIDIA GeForce RTX 5060 Ti", 16311, (12, 0), "pcie", 0, False,
+                 "16 GB board: nvidia-smi 16311MiB, driver 595.84 and others (public RTX 5060 Ti nvidia-smi tables "
+                 "found by GitHub text search; the 8 GB board reports 8151MiB); SM120; GeForce: PCIe P2P disabled"),
     CatalogueGpu("RTX-5070", "NVIDIA GeForce RTX 5070", 12227, (12, 0), "pcie", 0, False,
                  "nvidia-smi 12227MiB (shkhln/libc6-shim issue 14); SM120; GeForce: PCIe P2P disabled"),
     CatalogueGpu("RTX-5080", "NVIDIA GeForce RTX 5080", 16303, (12, 0), "pcie", 0, False,
-                 "nvidia-smi memory.total in public reports; SM120; GeForce: PCIe P2P disabled"),
+                 "nvidia-smi 16303MiB (public RTX 5080 nvidia-smi tables found by GitHub text search); SM120; "
+                 "GeForce: PCIe P2P disabled"),
     CatalogueGpu("RTX-5090", "NVIDIA GeForce RTX 5090", 32607, (12, 0), "pcie", 0, False,
                  "nvidia-smi 32607MiB (develsoftware/GMinerRelease issue 938); SM120; GeForce: PCIe P2P disabled"),
     CatalogueGpu("RTX-PRO-6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, (12, 0), "pcie", 0, True,
-                 "nvidia-smi memory.total in public reports (96 GB GDDR7); SM120; PCIe only (the reference story's box)"),
+                 "nvidia-smi 97887MiB with ECC on or off (public RTX PRO 6000 Blackwell nvidia-smi tables found by "
+                 "GitHub text search, all agree; akash-network/provider-configs issue 79); SM120; PCIe only (the "
+                 "reference story's box)"),
     CatalogueGpu("A100-40G", "NVIDIA A100-SXM4-40GB", 40960, (8, 0), "nvswitch", 12, True,
-                 "nvidia-smi memory.total on A100-SXM4-40GB; HGX A100 with NVSwitch, 12 NVLinks per GPU"),
+                 "nvidia-smi 40960MiB, driver 580.126.09 (bottlerocket-os/bottlerocket-core-kit PR 834; "
+                 "modal-labs/modal-client PR 2797); HGX A100 with NVSwitch, 12 NVLinks per GPU"),
     CatalogueGpu("A100-80G", "NVIDIA A100-SXM4-80GB", 81920, (8, 0), "nvswitch", 12, True,
-                 "nvidia-smi memory.total on A100-SXM4-80GB; HGX A100 with NVSwitch, 12 NVLinks per GPU"),
+                 "nvidia-smi 81920MiB, driver 555.42.02 (thamada/gls gls/A100SXMx4_smi.py); HGX A100 with NVSwitch, "
+                 "12 NVLinks per GPU"),
+    CatalogueGpu("A100-PCIe-40G", "NVIDIA A100-PCIE-40GB", 40960, (8, 0), "pcie", 0, True,
+                 "nvidia-smi 40960MiB, ECC on (public A100-PCIE-40GB nvidia-smi tables found by GitHub text search, "
+                 "all agree); PCIe card, "
+                 "modelled without NVLink bridge"),
+    CatalogueGpu("A100-PCIe-80G", "NVIDIA A100 80GB PCIe", 81920, (8, 0), "pcie", 0, True,
+                 "nvidia-smi 81920MiB, ECC on (public A100 80GB PCIe nvidia-smi tables found by GitHub text search, "
+                 "all agree); PCIe card, "
+                 "modelled without NVLink bridge"),
     CatalogueGpu("A800", "NVIDIA A800-SXM4-80GB", 81920, (8, 0), "nvswitch", 8, True,
-                 "A800 is the China variant of the A100 80GB (OpenRLHF/OpenRLHF PR 298): CC 8.0, memory as the A100-80G; "
-                 "NVSwitch with fewer NVLinks"),
+                 "A800 is the China variant of the A100 80GB (OpenRLHF/OpenRLHF PR 298): CC 8.0; nvidia-smi 81920MiB, "
+                 "driver 535.86.10 (dexmal/dexbotic issue 41); NVSwitch with fewer NVLinks"),
     CatalogueGpu("H100", "NVIDIA H100 80GB HBM3", 81559, (9, 0), "nvswitch", 18, True,
-                 "nvidia-smi 81559MiB on H100 SXM5 (NVIDIA/nccl issue 1264); HGX H100 with NVSwitch, 18 NVLinks per GPU"),
+                 "nvidia-smi 81559MiB on H100 SXM5 (NVIDIA/nccl issue 1264); HGX H100 with NVSwitch, 18 NVLinks per "
+                 "GPU"),
     CatalogueGpu("H100-PCIe", "NVIDIA H100 PCIe", 81559, (9, 0), "pcie", 0, True,
-                 "80 GB HBM2e; memory taken as the SXM5's 81559MiB (no public H100 PCIe total found); PCIe card"),
-    CatalogueGpu("H100-NVL", "NVIDIA H100 NVL", 96256, (9, 0), "pairs", 12, True,
-                 "94 GiB per GPU (akash-network/provider-configs PR 91); PCIe cards joined in pairs by NVLink bridges"),
+                 "nvidia-smi 81559MiB, ECC on (public H100 PCIe nvidia-smi tables found by GitHub text search, 7 of 9 "
+                 "agree); PCIe card"),
+    CatalogueGpu("H100-NVL", "NVIDIA H100 NVL", 95830, (9, 0), "pairs", 12, True,
+                 "nvidia-smi 95830MiB, ECC on, driver 550.54.14 (thamada/gls gls/H100NVLx2_smi.py); PCIe cards joined "
+                 "in pairs by NVLink bridges"),
+    CatalogueGpu("H800", "NVIDIA H800", 81559, (9, 0), "nvswitch", 8, True,
+                 "nvidia-smi 81559MiB, ECC on, 700 W SXM (public H800 nvidia-smi tables found by GitHub text search, 3 "
+                 "of 4); name also in "
+                 "vllm-project/vllm issue 6737; CC 9.0; 8 NVLinks (400 GB/s) per GPU through NVSwitch"),
     CatalogueGpu("H20", "NVIDIA H20", 97871, (9, 0), "nvswitch", 18, True,
-                 "nvidia-smi memory.total in public H20 (96 GB) reports; HGX board with NVSwitch"),
+                 "nvidia-smi 97871MiB (public H20 nvidia-smi tables found by GitHub text search, all agree); HGX board "
+                 "with NVSwitch"),
+    CatalogueGpu("H20-3e", "NVIDIA H20-3e", 143771, (9, 0), "nvswitch", 18, True,
+                 "141 GB H20: nvidia-smi 143771 MiB per GPU (public 8x H20-3e records found by GitHub text search); CC "
+                 "9.0; HGX board with "
+                 "NVSwitch like the H20"),
     CatalogueGpu("H200", "NVIDIA H200", 143771, (9, 0), "nvswitch", 18, True,
                  "measured: nvidia-smi 143771 MiB, driver 580.159.04 (shared/data/host_h200x2.json); "
                  "8-GPU HGX H200 boards use NVSwitch, 18 NVLinks per GPU"),
+    CatalogueGpu("GH200-96G", "NVIDIA GH200 480GB", 97871, (9, 0), "pcie", 0, True,
+                 "96 GB HBM3 Grace Hopper: nvidia-smi 97871MiB, ECC on, driver 550.127.05 (thamada/gls "
+                 "gls/GH200_smi.py); one GPU per superchip, NVLink between superchips (NVL2/NVL32) not modelled"),
+    CatalogueGpu("GH200-144G", "NVIDIA GH200 144G HBM3e", 146831, (9, 0), "pcie", 0, True,
+                 "nvidia-smi memory.total 146831 MiB, driver 580.173.02 (a public nvidia-smi query found by GitHub "
+                 "text search); name as in "
+                 "NVIDIA/mig-parted PR 139; one GPU per superchip, NVLink between superchips not modelled"),
     CatalogueGpu("B200", "NVIDIA B200", 183359, (10, 0), "nvswitch", 18, True,
-                 "nvidia-smi memory.total in public B200 reports; HGX B200 with NVSwitch, 18 NVLink5 per GPU"),
-    CatalogueGpu("B300", "NVIDIA B300", 274658, (10, 3), "nvswitch", 18, True,
-                 "288 GB HBM3e datasheet capacity (no public nvidia-smi total found); SM103; HGX B300 with NVSwitch"),
+                 "nvidia-smi 183359MiB (public B200 nvidia-smi tables found by GitHub text search, all agree); HGX "
+                 "B200 "
+                 "with NVSwitch, 18 NVLink5 per GPU"),
+    CatalogueGpu("B300", "NVIDIA B300 SXM6 AC", 275040, (10, 3), "nvswitch", 18, True,
+                 "nvidia-smi 'NVIDIA B300 SXM6 AC' 275040MiB, driver 580.105.08 (public B300 nvidia-smi tables found "
+                 "by "
+                 "GitHub text search, 7 of 8 agree); SM103; HGX B300 with NVSwitch"),
     CatalogueGpu("GB200", "NVIDIA GB200", 188723, (10, 0), "nvswitch", 18, True,
                  "184.3 GiB per GPU and SM100 in flashinfer collect_env output (flashinfer-ai/flashinfer issue 4337); "
                  "NVL72 NVLink domain"),
-    CatalogueGpu("GB10", "NVIDIA GB10", 131072, (12, 1), "pcie", 0, False,
-                 "DGX Spark: 128 GB unified LPDDR5x (vllm-project/vllm issue 54125), SM121; one GPU per box"),
+    CatalogueGpu("GB10", "NVIDIA GB10", 124611, (12, 1), "pcie", 0, False,
+                 "DGX Spark: 128 GB unified LPDDR5x (vllm-project/vllm issue 54125), SM121; nvidia-smi reports "
+                 "memory.total [N/A] (unslothai/unsloth PR 10703), so the total is CUDA's 121.69 GiB "
+                 "(unslothai/unsloth PR 10283; MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks issue 47); one GPU per box"),
     CatalogueGpu("AGX-Thor", "NVIDIA Thor", 131072, (11, 0), "pcie", 0, False,
-                 "Jetson AGX Thor: 128 GB unified memory (datasheet capacity; the NVML name is assumed), SM110 under "
-                 "CUDA 13 (sgl-project/sglang PR 39811); one GPU per module"),
+                 "Jetson AGX Thor: NVML name 'NVIDIA Thor' (micytao/vllm-playground PR 11; public nvidia-smi tables); "
+                 "128 GB unified memory is the datasheet capacity: nvidia-smi reports the memory as Not Supported; "
+                 "SM110 under CUDA 13 (sgl-project/sglang PR 39811); one GPU per module"),
 )
 
 # GPUs sglwrap's checks do not cover: --assume says so in one line instead of passing them silently.
@@ -118,8 +224,30 @@ _UNSUPPORTED = re.compile(r"^(MI\d+[A-Z]*|RX-?\d+.*|RADEON.*|INSTINCT.*|GAUDI.*|
 
 CATALOGUE: dict[str, CatalogueGpu] = {g.key.upper(): g for g in _CAT}
 # Short names people write: "A100" is the 80 GB SXM part unless the memory is given.
-_ALIASES = {"A100": "A100-80G", "H100-SXM": "H100", "H200-SXM": "H200"}
+_ALIASES = {"A100": "A100-80G", "H100-SXM": "H100", "H200-SXM": "H200", "V100-32G": "V100"}
 CATALOGUE.update({alias: CATALOGUE[key.upper()] for alias, key in _ALIASES.items()})
+
+
+def _squash(name: str) -> str:
+    """A name without case, hyphens, underscores or spaces: ``rtx4090`` and ``RTX_4090`` both read ``RTX4090``."""
+    return re.sub(r"[-_\s]", "", name).upper()
+
+
+def _squashed_names() -> dict[str, CatalogueGpu]:
+    """The catalogue names written without separators (``RTX4090``, ``rtx-pro6000``), keeping only the spellings that
+    point at one GPU: a squashed form two different entries share would be a guess, so it is left out."""
+    found: dict[str, list[CatalogueGpu]] = {}
+    for name, gpu in CATALOGUE.items():
+        found.setdefault(_squash(name), []).append(gpu)
+    return {k: v[0] for k, v in found.items() if len({g.key for g in v}) == 1}
+
+
+_SQUASHED = _squashed_names()
+
+
+def find_gpu(name: str) -> CatalogueGpu | None:
+    """The catalogue GPU a name means (``A40``, ``a40``, ``RTX4090``, ``rtx_4090``), or None."""
+    return CATALOGUE.get(name.upper()) or _SQUASHED.get(_squash(name))
 
 _ASSUME_RE = re.compile(r"^(\d+)\s*[xX]\s*([A-Za-z0-9][A-Za-z0-9._-]*)$")
 
@@ -178,7 +306,7 @@ def facts_for_mix(parts: list[tuple[int, CatalogueGpu]]) -> HostFacts:
 
 
 def _lookup(spec: str, name: str) -> CatalogueGpu:
-    gpu = CATALOGUE.get(name.upper())
+    gpu = find_gpu(name)
     if gpu is not None:
         return gpu
     if _UNSUPPORTED.match(name):
@@ -210,9 +338,9 @@ def resolve_assume(spec: str) -> HostFacts:
         path = Path(spec).expanduser()
         if path.exists() or spec.endswith(".json") or "/" in spec:
             return load_facts(path)
-        if spec.strip().upper() in CATALOGUE:
-            raise UsageError(f"--assume {spec!r}: how many? Give the GPU count too, e.g. "
-                             f"8x{CATALOGUE[spec.strip().upper()].key}")
+        bare = find_gpu(spec.strip())
+        if bare is not None:
+            raise UsageError(f"--assume {spec!r}: how many? Give the GPU count too, e.g. 8x{bare.key}")
         if _UNSUPPORTED.match(spec.strip()):
             _lookup(spec, spec.strip())
         raise UsageError(

@@ -42,6 +42,7 @@ from sglwrap.memory.model import find_config, load_shape
     ("google/gemma-3-27b-it", "gemma-3-27b-it"),
     ("Qwen/Qwen3-VL-8B-Instruct", "Qwen3-VL-8B-Instruct"),
     ("Qwen/Qwen3.6-27B", "Qwen3.6-27B"),
+    ("MiniMaxAI/MiniMax-M2.7", "MiniMax-M2.7"),
 ])
 def test_model_catalogue_matches_the_spellings_people_type(typed: str, folder: str) -> None:
     assert catalogue_match(typed) == folder

@@ -139,3 +139,18 @@ def test_model_catalogue_weights_from_config_match_the_published_parameter_count
 
     total_bytes, _ = estimate_params(load_shape(name))
     assert abs(total_bytes / 2 - params) / params < 0.001
+
+
+# Tensor totals (GiB, printed as "GB") of quantised checkpoints in the same public model reports.
+PUBLISHED_GIB = {
+    "MiniMax-M2.7": 214.32,  # fp8 128x128 blocks, id 62693775865
+    "gpt-oss-20b": 12.82,  # MXFP4 experts, bf16 attention/router/embeddings, id 62806644834
+}
+
+
+@pytest.mark.parametrize(("name", "gib"), PUBLISHED_GIB.items())
+def test_model_catalogue_quantised_weights_match_the_published_checkpoint_size(name: str, gib: float) -> None:
+    from sglwrap.memory.weights import estimate_params
+
+    total_bytes, _ = estimate_params(load_shape(name))
+    assert abs(total_bytes / (1 << 30) - gib) / gib < 0.005

@@ -145,6 +145,7 @@ def test_model_catalogue_weights_from_config_match_the_published_parameter_count
 PUBLISHED_GIB = {
     "MiniMax-M2.7": 214.32,  # fp8 128x128 blocks, id 62693775865
     "gpt-oss-20b": 12.82,  # MXFP4 experts, bf16 attention/router/embeddings, id 62806644834
+    "Kimi-K2-Instruct": 958.49,  # fp8 128x128 blocks, MLA, 384 experts, id 62698259723
 }
 
 

@@ -128,10 +128,14 @@ def test_ambiguous_or_partial_names_are_not_guessed(name: str) -> None:
     assert find_gpu(name) is None
 
 
-def test_an_ambiguous_name_gets_a_suggestion_not_a_guess() -> None:
+@pytest.mark.parametrize("spec,hint", [
+    ("2xRTX-4060-Ti", "Did you mean 'RTX-4060-Ti-16G'?"), ("1xRTX4060Ti", "Did you mean 'RTX-4060-Ti-16G'?"),
+    ("2xGH200", "Did you mean 'GH200-96G' or 'GH200-144G'?"), ("8xRTX-4900", "Did you mean 'RTX-4090'?"),
+])
+def test_an_incomplete_name_gets_a_suggestion_not_a_guess(spec: str, hint: str) -> None:
     with pytest.raises(UsageError) as e:
-        resolve_assume("2xRTX-4060-Ti")
-    assert "unknown GPU" in str(e.value) and "RTX-4060-Ti-16G" in str(e.value)
+        resolve_assume(spec)
+    assert "unknown GPU" in str(e.value) and hint in str(e.value)
 
 
 def test_a_bare_name_asks_for_the_count() -> None:

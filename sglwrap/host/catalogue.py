@@ -312,11 +312,20 @@ def _lookup(spec: str, name: str) -> CatalogueGpu:
     if _UNSUPPORTED.match(name):
         raise UsageError(f"--assume {spec!r}: {name} is not an NVIDIA GPU; AMD/ROCm and other accelerators are not "
                          "supported by sglwrap's checks (they would pass without being checked)")
+    raise UsageError(f"--assume {spec!r}: unknown GPU {name!r}.{_did_you_mean(name)} Known GPUs: "
+                     f"{', '.join(catalogue_names())}")
+
+
+def _did_you_mean(name: str) -> str:
+    """A hint for an unknown GPU name: the boards the name is the start of (``RTX4060Ti`` -> ``RTX-4060-Ti-16G``,
+    ``GH200`` -> both GH200s), else the closest spelling."""
     import difflib
 
+    longer = [g.key for g in _CAT if _squash(g.key).startswith(_squash(name))]
+    if 0 < len(longer) <= 3:
+        return f" Did you mean {' or '.join(repr(k) for k in longer)}?"
     close = difflib.get_close_matches(name.upper(), list(CATALOGUE), n=1, cutoff=0.6)
-    hint = f" Did you mean {CATALOGUE[close[0]].key!r}?" if close else ""
-    raise UsageError(f"--assume {spec!r}: unknown GPU {name!r}.{hint} Known GPUs: {', '.join(catalogue_names())}")
+    return f" Did you mean {CATALOGUE[close[0]].key!r}?" if close else ""
 
 
 def resolve_assume(spec: str) -> HostFacts:

@@ -39,8 +39,8 @@ _CAT: tuple[CatalogueGpu, ...] = (
                  "nvidia-smi 32768MiB, ECC on, driver 525.105.17 (Wan-Video/Wan2.1 issue 5; the same total in other "
                  "public Tesla V100-SXM2-32GB tables); CC 7.0; modelled without NVLink"),
     CatalogueGpu("V100-16G", "Tesla V100-SXM2-16GB", 16384, (7, 0), "pcie", 0, True,
-                 "nvidia-smi 16384MiB, ECC on, driver 550.127.05 (thamada/gls gls/V100_x8_smi.py); CC 7.0; "
-                 "modelled without NVLink"),
+                 "nvidia-smi 16384MiB, ECC on, driver 550.127.05 (thamada/gls gls/V100_x8_smi.py); CC 7.0; modelled "
+                 "without NVLink"),
     CatalogueGpu("A10", "NVIDIA A10", 23028, (8, 6), "pcie", 0, True,
                  "nvidia-smi memory.total 23028MiB (modal-labs/modal-client PR 2797); PCIe card, no NVLink"),
     CatalogueGpu("A10G", "NVIDIA A10G", 23028, (8, 6), "pcie", 0, True,
@@ -55,11 +55,12 @@ _CAT: tuple[CatalogueGpu, ...] = (
                  "nvidia-smi 46068MiB, ECC on, driver 550.127.05 (thamada/gls gls/A40x10_smi.py); name also in "
                  "NVIDIA/nvidia-docker issue 1447; GA102 CC 8.6; PCIe card, modelled without NVLink bridge"),
     CatalogueGpu("L4", "NVIDIA L4", 23034, (8, 9), "pcie", 0, True,
-                 "nvidia-smi 23034MiB, ECC on, driver 550.90.07 (thamada/gls gls/L4_smi.py; modal-labs/modal-client "
-                 "PR 2797); PCIe card, no NVLink"),
+                 "nvidia-smi 23034MiB, ECC on, driver 550.90.07 (thamada/gls gls/L4_smi.py; modal-labs/modal-client PR "
+                 "2797); PCIe card, no NVLink"),
     CatalogueGpu("L20", "NVIDIA L20", 46068, (8, 9), "pcie", 0, True,
-                 "nvidia-smi 46068MiB with ECC on, as the card ships (5 of 7 public L20 nvidia-smi tables found by "
-                 "GitHub text search; one 49140MiB with ECC off, one 8376MiB slice); CC 8.9; PCIe card, no NVLink"),
+                 "nvidia-smi 46068MiB with ECC on, as the card ships (opendatalab/MinerU issue 667; 5 of 7 public L20 "
+                 "nvidia-smi tables found by GitHub text search, one 49140MiB with ECC off, one 8376MiB slice); CC "
+                 "8.9; PCIe card, no NVLink"),
     CatalogueGpu("L40", "NVIDIA L40", 46068, (8, 9), "pcie", 0, True,
                  "nvidia-smi 46068MiB with ECC on (6 of 7 public L40 nvidia-smi tables found by GitHub text search; "
                  "49140MiB with ECC off); PCIe, no NVLink"),
@@ -71,30 +72,28 @@ _CAT: tuple[CatalogueGpu, ...] = (
                  "515.57, found by GitHub text search); 46068MiB with ECC on (thamada/gls gls/RTX_A6000_x9_smi.py); "
                  "Ampere CC 8.6; modelled without NVLink bridge"),
     CatalogueGpu("RTX-6000-Ada", "NVIDIA RTX 6000 Ada Generation", 49140, (8, 9), "pcie", 0, True,
-                 "nvidia-smi 49140MiB, ECC off, driver 550.127.05 (thamada/gls gls/RTX6000Ada_x8_smi.py); CC 8.9; "
-                 "PCIe only"),
+                 "nvidia-smi 49140MiB, ECC off, driver 550.127.05 (thamada/gls gls/RTX6000Ada_x8_smi.py); CC 8.9; PCIe "
+                 "only"),
     CatalogueGpu("RTX-5880-Ada", "NVIDIA RTX 5880 Ada Generation", 49140, (8, 9), "pcie", 0, True,
                  "49140MiB with ECC off, as the RTX 6000 Ada's AD102 48 GB board reports (one public 5880 Ada record; "
-                 "one public nvidia-smi table with ECC on shows 46068MiB); CC 8.9 (Ada); PCIe only, peer "
-                 "access through the PCIe host bridge (NVIDIA/nccl issue 2079)"),
+                 "one public nvidia-smi table with ECC on shows 46068MiB); CC 8.9 (Ada); PCIe only, peer access "
+                 "through the PCIe host bridge (NVIDIA/nccl issue 2079)"),
     CatalogueGpu("RTX-2080", "NVIDIA GeForce RTX 2080", 8192, (7, 5), "pcie", 0, False,
                  "nvidia-smi 8192MiB (public RTX 2080 nvidia-smi tables found by GitHub text search, 5 of 6 agree); "
                  "Turing CC 7.5; GeForce: no PCIe P2P"),
     CatalogueGpu("RTX-2080-Ti", "NVIDIA GeForce RTX 2080 Ti", 11264, (7, 5), "pcie", 0, False,
-                 "nvidia-smi 11264MiB (public RTX 2080 Ti nvidia-smi tables found by GitHub text search; 22528MiB "
-                 "ones are 22 GB modded boards); Turing CC 7.5; GeForce: no PCIe P2P"),
+                 "nvidia-smi 11264MiB (public RTX 2080 Ti nvidia-smi tables found by GitHub text search; 22528MiB ones "
+                 "are 22 GB modded boards); Turing CC 7.5; GeForce: no PCIe P2P"),
     CatalogueGpu("RTX-A4000", "NVIDIA RTX A4000", 16376, (8, 6), "pcie", 0, True,
                  "name from nvidia-smi (RainbowMiner/RainbowMiner issue 1796); nvidia-smi 16376MiB, ECC off, on "
-                 "current "
-                 "drivers (public RTX A4000 nvidia-smi tables found by GitHub text search; older drivers 16117MiB); "
-                 "Ampere CC 8.6"),
+                 "current drivers (public RTX A4000 nvidia-smi tables found by GitHub text search; older drivers "
+                 "16117MiB); Ampere CC 8.6"),
     CatalogueGpu("RTX-A5000", "NVIDIA RTX A5000", 24564, (8, 6), "pcie", 0, True,
                  "nvidia-smi memory.total 24564 MiB, driver 570.211.01 (akash-network/provider-configs issue 82); "
                  "Ampere CC 8.6; modelled without NVLink bridge"),
     CatalogueGpu("RTX-A4500", "NVIDIA RTX A4500", 20470, (8, 6), "pcie", 0, True,
                  "nvidia-smi 20470MiB, ECC off (public RTX A4500 nvidia-smi tables found by GitHub text search, all "
-                 "agree); Ampere CC 8.6; "
-                 "modelled without NVLink bridge"),
+                 "agree); Ampere CC 8.6; modelled without NVLink bridge"),
     CatalogueGpu("RTX-5000-Ada", "NVIDIA RTX 5000 Ada Generation", 32760, (8, 9), "pcie", 0, True,
                  "nvidia-smi 32760MiB, ECC off, driver 570.195.03 and others (public RTX 5000 Ada nvidia-smi tables "
                  "found by GitHub text search, all agree); CC 8.9; PCIe only"),
@@ -111,23 +110,19 @@ _CAT: tuple[CatalogueGpu, ...] = (
                  "P2P disabled by the driver"),
     CatalogueGpu("RTX-3080-12G", "NVIDIA GeForce RTX 3080", 12288, (8, 6), "pcie", 0, False,
                  "12 GB board (same NVML name): nvidia-smi 12288MiB (one public nvidia-smi table found by GitHub text "
-                 "search); GeForce: "
-                 "PCIe P2P disabled by the driver"),
+                 "search); GeForce: PCIe P2P disabled by the driver"),
     CatalogueGpu("RTX-3090-Ti", "NVIDIA GeForce RTX 3090 Ti", 24564, (8, 6), "pcie", 0, False,
                  "nvidia-smi 24564MiB (public RTX 3090 Ti nvidia-smi tables found by GitHub text search, all agree); "
-                 "GeForce: PCIe P2P "
-                 "disabled by the driver"),
+                 "GeForce: PCIe P2P disabled by the driver"),
     CatalogueGpu("RTX-4060-Ti-16G", "NVIDIA GeForce RTX 4060 Ti", 16380, (8, 9), "pcie", 0, False,
-                 "16 GB board: nvidia-smi 16380MiB, driver 550.54.14 (thamada/gls gls/RTX4060Ti_smi.py); GeForce: "
-                 "PCIe P2P disabled by the driver"),
+                 "16 GB board: nvidia-smi 16380MiB, driver 550.54.14 (thamada/gls gls/RTX4060Ti_smi.py); GeForce: PCIe "
+                 "P2P disabled by the driver"),
     CatalogueGpu("RTX-4070-Ti-SUPER", "NVIDIA GeForce RTX 4070 Ti SUPER", 16376, (8, 9), "pcie", 0, False,
                  "16,376MiB from nvidia-smi, driver 560.94 (one public report found by GitHub text search; the same "
-                 "AD103 16 GB total "
-                 "as the RTX 4080); GeForce: PCIe P2P disabled by the driver"),
+                 "AD103 16 GB total as the RTX 4080); GeForce: PCIe P2P disabled by the driver"),
     CatalogueGpu("RTX-4080", "NVIDIA GeForce RTX 4080", 16376, (8, 9), "pcie", 0, False,
                  "nvidia-smi 16376MiB (public RTX 4080 nvidia-smi tables found by GitHub text search, 7 of 10; two "
-                 "16384MiB, one 32 GB "
-                 "modded board); GeForce: PCIe P2P disabled by the driver"),
+                 "16384MiB, one 32 GB modded board); GeForce: PCIe P2P disabled by the driver"),
     CatalogueGpu("RTX-4080-SUPER", "NVIDIA GeForce RTX 4080 SUPER", 16376, (8, 9), "pcie", 0, False,
                  "nvidia-smi FB total 16376 MiB, driver 595.71.05 (utkuozdemir/nvidia_gpu_exporter PR 414, "
                  "internal/captures/linux-x86_64__nvidia-geforce-rtx-4080-super__595.71.05.txt); GeForce: PCIe P2P "
@@ -143,8 +138,8 @@ _CAT: tuple[CatalogueGpu, ...] = (
     CatalogueGpu("RTX-5070", "NVIDIA GeForce RTX 5070", 12227, (12, 0), "pcie", 0, False,
                  "nvidia-smi 12227MiB (shkhln/libc6-shim issue 14); SM120; GeForce: PCIe P2P disabled"),
     CatalogueGpu("RTX-5080", "NVIDIA GeForce RTX 5080", 16303, (12, 0), "pcie", 0, False,
-                 "nvidia-smi 16303MiB (public RTX 5080 nvidia-smi tables found by GitHub text search); SM120; "
-                 "GeForce: PCIe P2P disabled"),
+                 "nvidia-smi 16303MiB (public RTX 5080 nvidia-smi tables found by GitHub text search); SM120; GeForce: "
+                 "PCIe P2P disabled"),
     CatalogueGpu("RTX-5090", "NVIDIA GeForce RTX 5090", 32607, (12, 0), "pcie", 0, False,
                  "nvidia-smi 32607MiB (develsoftware/GMinerRelease issue 938); SM120; GeForce: PCIe P2P disabled"),
     CatalogueGpu("RTX-PRO-6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, (12, 0), "pcie", 0, True,
@@ -155,16 +150,14 @@ _CAT: tuple[CatalogueGpu, ...] = (
                  "nvidia-smi 40960MiB, driver 580.126.09 (bottlerocket-os/bottlerocket-core-kit PR 834; "
                  "modal-labs/modal-client PR 2797); HGX A100 with NVSwitch, 12 NVLinks per GPU"),
     CatalogueGpu("A100-80G", "NVIDIA A100-SXM4-80GB", 81920, (8, 0), "nvswitch", 12, True,
-                 "nvidia-smi 81920MiB, driver 555.42.02 (thamada/gls gls/A100SXMx4_smi.py); HGX A100 with NVSwitch, "
-                 "12 NVLinks per GPU"),
+                 "nvidia-smi 81920MiB, driver 555.42.02 (thamada/gls gls/A100SXMx4_smi.py); HGX A100 with NVSwitch, 12 "
+                 "NVLinks per GPU"),
     CatalogueGpu("A100-PCIe-40G", "NVIDIA A100-PCIE-40GB", 40960, (8, 0), "pcie", 0, True,
                  "nvidia-smi 40960MiB, ECC on (public A100-PCIE-40GB nvidia-smi tables found by GitHub text search, "
-                 "all agree); PCIe card, "
-                 "modelled without NVLink bridge"),
+                 "all agree); PCIe card, modelled without NVLink bridge"),
     CatalogueGpu("A100-PCIe-80G", "NVIDIA A100 80GB PCIe", 81920, (8, 0), "pcie", 0, True,
                  "nvidia-smi 81920MiB, ECC on (public A100 80GB PCIe nvidia-smi tables found by GitHub text search, "
-                 "all agree); PCIe card, "
-                 "modelled without NVLink bridge"),
+                 "all agree); PCIe card, modelled without NVLink bridge"),
     CatalogueGpu("A800", "NVIDIA A800-SXM4-80GB", 81920, (8, 0), "nvswitch", 8, True,
                  "A800 is the China variant of the A100 80GB (OpenRLHF/OpenRLHF PR 298): CC 8.0; nvidia-smi 81920MiB, "
                  "driver 535.86.10 (dexmal/dexbotic issue 41); NVSwitch with fewer NVLinks"),
@@ -179,33 +172,31 @@ _CAT: tuple[CatalogueGpu, ...] = (
                  "in pairs by NVLink bridges"),
     CatalogueGpu("H800", "NVIDIA H800", 81559, (9, 0), "nvswitch", 8, True,
                  "nvidia-smi 81559MiB, ECC on, 700 W SXM (public H800 nvidia-smi tables found by GitHub text search, 3 "
-                 "of 4); name also in "
-                 "vllm-project/vllm issue 6737; CC 9.0; 8 NVLinks (400 GB/s) per GPU through NVSwitch"),
+                 "of 4); name also in vllm-project/vllm issue 6737; CC 9.0; NVLink capped at 400 GB/s "
+                 "(ai-dynamo/aiconfigurator PR 968): 8 NVLinks per GPU through NVSwitch"),
     CatalogueGpu("H20", "NVIDIA H20", 97871, (9, 0), "nvswitch", 18, True,
                  "nvidia-smi 97871MiB (public H20 nvidia-smi tables found by GitHub text search, all agree); HGX board "
                  "with NVSwitch"),
     CatalogueGpu("H20-3e", "NVIDIA H20-3e", 143771, (9, 0), "nvswitch", 18, True,
                  "141 GB H20: nvidia-smi 143771 MiB per GPU (public 8x H20-3e records found by GitHub text search); CC "
-                 "9.0; HGX board with "
-                 "NVSwitch like the H20"),
+                 "9.0; HGX board with NVSwitch like the H20"),
     CatalogueGpu("H200", "NVIDIA H200", 143771, (9, 0), "nvswitch", 18, True,
-                 "measured: nvidia-smi 143771 MiB, driver 580.159.04 (shared/data/host_h200x2.json); "
-                 "8-GPU HGX H200 boards use NVSwitch, 18 NVLinks per GPU"),
+                 "measured: nvidia-smi 143771 MiB, driver 580.159.04 (shared/data/host_h200x2.json); 8-GPU HGX H200 "
+                 "boards use NVSwitch, 18 NVLinks per GPU"),
     CatalogueGpu("GH200-96G", "NVIDIA GH200 480GB", 97871, (9, 0), "pcie", 0, True,
                  "96 GB HBM3 Grace Hopper: nvidia-smi 97871MiB, ECC on, driver 550.127.05 (thamada/gls "
                  "gls/GH200_smi.py); one GPU per superchip, NVLink between superchips (NVL2/NVL32) not modelled"),
     CatalogueGpu("GH200-144G", "NVIDIA GH200 144G HBM3e", 146831, (9, 0), "pcie", 0, True,
                  "nvidia-smi memory.total 146831 MiB, driver 580.173.02 (a public nvidia-smi query found by GitHub "
-                 "text search); name as in "
-                 "NVIDIA/mig-parted PR 139; one GPU per superchip, NVLink between superchips not modelled"),
+                 "text search); name as in NVIDIA/mig-parted PR 139; one GPU per superchip, NVLink between superchips "
+                 "not modelled"),
     CatalogueGpu("B200", "NVIDIA B200", 183359, (10, 0), "nvswitch", 18, True,
                  "nvidia-smi 183359MiB (public B200 nvidia-smi tables found by GitHub text search, all agree); HGX "
-                 "B200 "
-                 "with NVSwitch, 18 NVLink5 per GPU"),
+                 "B200 with NVSwitch, 18 NVLink5 per GPU"),
     CatalogueGpu("B300", "NVIDIA B300 SXM6 AC", 275040, (10, 3), "nvswitch", 18, True,
                  "nvidia-smi 'NVIDIA B300 SXM6 AC' 275040MiB, driver 580.105.08 (public B300 nvidia-smi tables found "
-                 "by "
-                 "GitHub text search, 7 of 8 agree); SM103; HGX B300 with NVSwitch"),
+                 "by GitHub text search, 7 of 8 agree; the name also in NVIDIA/cosmos-framework PR 114 and pytorch/ao "
+                 "PR 3640); SM103; HGX B300 with NVSwitch"),
     CatalogueGpu("GB200", "NVIDIA GB200", 188723, (10, 0), "nvswitch", 18, True,
                  "184.3 GiB per GPU and SM100 in flashinfer collect_env output (flashinfer-ai/flashinfer issue 4337); "
                  "NVL72 NVLink domain"),

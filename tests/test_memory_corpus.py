@@ -160,7 +160,7 @@ def test_memory_corpus_failure_eagle_graph_oom_on_h20_is_predicted() -> None:
 
 
 def test_memory_corpus_eagle_on_h20_runs_short_centrally_and_warns() -> None:
-    """22: before 0.4.6 the verify graphs are captured in ascending order and keep, per captured size, fp32 logits and
+    """22: before 0.4.4 the verify graphs are captured in ascending order and keep, per captured size, fp32 logits and
     hidden states for 64 draft tokens per request plus their own transients (extras.verify_graph_bytes): the runtime
     need exceeds the slack the 0.7 fraction leaves by more than its ±, so the launch is warned (exit 1), not blocked."""
     case = yaml.safe_load((CORPUS / "22_qwen2-7b-eagle_1xH20_graph_oom.yaml").read_text())

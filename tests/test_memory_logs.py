@@ -73,9 +73,9 @@ VERIFY_LOGS = [pytest.param("0.4.2", 23.46, 11.13, id="33_docs-ci_0.4.2"),
 
 
 @pytest.mark.parametrize(("version", "pool_end", "draft_begin"), VERIFY_LOGS)
-def test_memory_logs_pre_046_verify_graphs_lie_in_the_source_models_band(version: str, pool_end: float,
+def test_memory_logs_pre_044_verify_graphs_lie_in_the_source_models_band(version: str, pool_end: float,
                                                                         draft_begin: float) -> None:
-    """SGLang < 0.4.6 captures the EAGLE verify graphs in ascending order (1..32, 64, 128 with padding off): each size
+    """SGLang < 0.4.4 captures the EAGLE verify graphs in ascending order (1..32, 64, 128 with padding off): each size
     keeps its fp32 logits, hidden states and transients. The logged capture must lie within the model's ±, and
     keeping only the logits (the model of later releases) must fall well short of it."""
     from sglwrap.memory.extras import draft_graphs, verify_graph_bytes
@@ -93,8 +93,8 @@ def test_memory_logs_pre_046_verify_graphs_lie_in_the_source_models_band(version
     assert logits_only < 0.6 * logged
 
 
-def test_memory_logs_verify_graph_source_model_is_for_pre_046_releases_only() -> None:
-    """From 0.4.6 SGLang captures in descending order (the transients are reused): the fitted path applies."""
+def test_memory_logs_verify_graph_source_model_is_for_pre_044_releases_only() -> None:
+    """From 0.4.4 SGLang captures in descending order (the transients are reused): the fitted path applies."""
     from sglwrap.memory.extras import draft_graphs
     from sglwrap.memory.fits import exact
 
@@ -103,6 +103,6 @@ def test_memory_logs_verify_graph_source_model_is_for_pre_046_releases_only() ->
     old = draft_graphs(exact(0, "none"), "EAGLE", capture=capture, draft_tokens=64, vocab=shape.vocab_size,
                        shape=shape, version="0.4.3", context_len=4096)
     new = draft_graphs(exact(0, "none"), "EAGLE", capture=capture, draft_tokens=64, vocab=shape.vocab_size,
-                       shape=shape, version="0.4.6", context_len=4096)
+                       shape=shape, version="0.4.4", context_len=4096)
     assert "source model" in old.source and "source model" not in new.source
     assert new.bytes < old.bytes

@@ -196,12 +196,12 @@ def default_draft_tokens(version: str | None, architecture: str) -> int:
     return 8 if architecture in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM") else 4
 
 
-LEGACY_VERIFY_BEFORE = (0, 4, 6)  # 0.4.3 captures in ascending order; 0.4.6 captures reversed(capture_bs)
+LEGACY_VERIFY_BEFORE = (0, 4, 4)  # 0.4.3 captures in ascending order; 0.4.4 captures reversed(capture_bs)
 
 
 def verify_graph_bytes(shape: ModelShape, capture: tuple[int, ...], draft_tokens: int, context_len: int,
                        tp: int = 1) -> tuple[int, str]:
-    """What the target's verify graphs of SGLang < 0.4.6 hold, from the 0.4.3 source (bytes, how).
+    """What the target's verify graphs of SGLang < 0.4.4 hold, from the 0.4.3 source (bytes, how).
 
     ``model_executor/cuda_graph_runner.py`` (0.4.3): the EAGLE target captures TARGET_VERIFY graphs with
     ``num_tokens_per_bs = speculative_num_draft_tokens`` rows per request, for every size of ``capture_bs`` in
@@ -220,7 +220,7 @@ def verify_graph_bytes(shape: ModelShape, capture: tuple[int, ...], draft_tokens
     kept = sum(rows) * (4 * shape.vocab_size + dt * shape.hidden_size)
     transient = sum(rows) * dt * (shape.vocab_size + 2 * inter // max(1, tp))
     attn = max(rows) * context_len * (4 + 1)
-    how = (f"source model (SGLang < 0.4.6): {len(capture)} verify graphs, {sum(rows)} rows of {draft_tokens} draft "
+    how = (f"source model (SGLang < 0.4.4): {len(capture)} verify graphs, {sum(rows)} rows of {draft_tokens} draft "
            f"tokens: fp32 logits + hidden states kept {kept / GIB:.2f} GiB, per-size transients (lm_head output, "
            f"MLP gate/up) {transient / GIB:.2f} GiB, FlashInfer graph state {max(rows)} x {context_len} x 5 B "
            f"{attn / GIB:.2f} GiB")
@@ -232,12 +232,13 @@ def draft_graphs(target_graphs: Term, algorithm: str, *, capture: tuple[int, ...
                  context_len: int | None = None, tp: int = 1) -> Term:
     """What speculative decoding adds to the graphs.
 
-    SGLang < 0.4.6 (with the model's shape and context length known): the target's verify graphs from the source
+    SGLang < 0.4.4 (with the model's shape and context length known): the target's verify graphs from the source
     (``verify_graph_bytes``), ± the largest relative residual of the logged target captures of such launches
     (``verify_graph_legacy`` in fits.json: the docs-CI EAGLE launches of 0.4.1 and 0.4.2, corpus 71 and 33). The
     draft worker's own captures stay in the decode-graph term.
 
-    Later releases capture in descending order, so a graph's transients are reused by the smaller ones:
+    From 0.4.4 (``cuda_graph_runner.py:308``: ``reversed(self.capture_bs)``) the largest size is captured first and
+    its transients are reused by the smaller ones:
     - a constant fitted on the logged target captures of speculative launches (``spec_graph`` in fits.json: the
       verify graphs beyond plain decode graphs at bs <= 4, where the logits term below is small);
     - the verify graphs' logits: each captured batch size keeps its own output buffers (0.4.3

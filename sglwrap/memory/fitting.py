@@ -17,7 +17,7 @@ Terms (all GiB per rank):
   launches without speculative decoding; ``spec_graph``: what the target's graphs of a speculative launch (verify
   graphs, draft tokens per request > 1) hold beyond that line.
 - ``weights_extra``: what "Load weight end ... mem usage" holds beyond the weights computed from the config.
-- ``verify_graph_legacy``: the relative residual of the source model of SGLang < 0.4.6's verify graphs
+- ``verify_graph_legacy``: the relative residual of the source model of SGLang < 0.4.4's verify graphs
   (``sglwrap.memory.extras.verify_graph_bytes``) against speculative launches whose log shows the target's capture
   between its "Memory pool end" and the draft's "Load weight begin".
 - ``prefill_graph``: the logged "Capture target prefill CUDA graph end ... mem usage" per captured token size.
@@ -258,7 +258,7 @@ def fit_weights_extra(cases: list[dict[str, Any]], repo: Path) -> dict[str, Any]
 
 def _verify_observed(case: Mapping[str, Any]) -> float | None:
     """GiB the target's verify graphs took: the first "Memory pool end" avail minus the next "Load weight begin"
-    avail (SGLang < 0.4.6 captures the target's graphs between the two; the draft's init adds no NCCL)."""
+    avail (SGLang < 0.4.4 captures the target's graphs between the two; the draft's init adds no NCCL)."""
     log = str(case.get("log") or "")
     m = re.search(r"Memory pool end\. avail mem=([0-9.]+) GB", log)
     if not m:
@@ -268,7 +268,7 @@ def _verify_observed(case: Mapping[str, Any]) -> float | None:
 
 
 def fit_verify_graph_legacy(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Relative residual of the source model of pre-0.4.6 verify graphs on the launches that log them."""
+    """Relative residual of the source model of pre-0.4.4 verify graphs on the launches that log them."""
     from sglwrap.memory.explain import _vkey
     from sglwrap.memory.extras import LEGACY_VERIFY_BEFORE
 

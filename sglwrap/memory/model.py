@@ -72,6 +72,7 @@ class ModelShape:
     dense_intermediate_size: int | None = None  # FFN width of the dense layers when it differs (Llama-4)
     shared_expert_intermediate: int | None = None  # total shared-expert FFN width per MoE layer, when set
     attn_output_gate: bool = False  # q_proj also emits an output gate (Qwen3-Next / Qwen3.5 full-attention layers)
+    shared_experts_quantized: bool = False  # with quant_scope "routed-experts": shared experts quantised as well
 
     @property
     def num_moe_layers(self) -> int:
@@ -198,6 +199,16 @@ def _quant(cfg: dict[str, Any], tc: dict[str, Any]) -> tuple[str | None, int | N
     return method, None if bits is None else int(bits), None if group is None else int(group), scope
 
 
+def _shared_quantized(cfg: dict[str, Any], tc: dict[str, Any], scope: str) -> bool:
+    """Whether shared experts keep the quantised format when attention does not (``routed-experts`` scope): they
+    do unless the ignore list names them (RedHat's FP8-dynamic Llama-4 keeps only attention and the router in bf16,
+    Kimi-K2.5 its shared experts too)."""
+    q = cfg.get("quantization_config") or tc.get("quantization_config")
+    if scope != "routed-experts" or not isinstance(q, dict) or not q.get("config_groups"):
+        return False
+    return not any("shared_expert" in str(x) for x in q.get("ignore", ()))
+
+
 # transformers' own default of tie_word_embeddings where a config leaves it out (Gemma's configs do; PretrainedConfig
 # defaults to True, but LlamaConfig, Qwen2Config, MistralConfig and most decoder configs to False).
 _TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
@@ -287,6 +298,7 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
             moe_layer_step=step, dense_intermediate_size=None if dense is None else int(dense),
             shared_expert_intermediate=shared,
             attn_output_gate=mamba is not None and mamba.family == "gdn" and bool(tc.get("attn_output_gate", True)),
+            shared_experts_quantized=_shared_quantized(cfg, tc, scope),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{source}: config.json lacks what the memory model needs ({type(e).__name__}: {e})") \

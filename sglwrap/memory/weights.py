@@ -147,8 +147,9 @@ def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_
         sh = sharding or Sharding()
         per_expert = 3 * h * shape.moe_intermediate_size
         rank_experts = (shape.n_routed_experts + sh.redundant_experts) * per_expert / tp
-        total += moe_layers * (experts * lin + shared * attn_lin + router * base) + dense_layers * mlp_dense * attn_lin
-        rank += moe_layers * (rank_experts * lin + shared * attn_lin / (1 if sh.shared_replicated else tp)
+        shared_lin = lin if shape.shared_experts_quantized else attn_lin
+        total += moe_layers * (experts * lin + shared * shared_lin + router * base) + dense_layers * mlp_dense * attn_lin
+        rank += moe_layers * (rank_experts * lin + shared * shared_lin / (1 if sh.shared_replicated else tp)
                               + router * base) \
             + dense_layers * mlp_dense * attn_lin / (1 if sh.dense_replicated else tp)
     else:

@@ -9,6 +9,8 @@ Conditions:
                                 are distributions, or torch-cuda, nccl, nvcc, driver, cuda-driver
   absent                        distributions that are not installed (judged only when the stack is known)
   args / not_args               {dest: value | [values] | true | "*" | {ge|gt|le|lt: n}} on SGLang's parsed args
+  not_user_args                 as not_args, on the values the user gave only (the bundled defaults of the nearest
+                                release read may differ from a post release's)
   env                           {NAME: value | [values] | null} as a worker will see it (null: unset)
   auto                          a path SGLang turns on by itself (``sglwrap.sglang.resolved``), e.g. custom_all_reduce
   lacks_arch                    a package (sgl-kernel, flashinfer, deep-gemm, torch, ...) whose installed binaries
@@ -23,6 +25,10 @@ Conditions:
   model                         a regular expression the --model-path matches (case-insensitive): a model family
   nnodes_min / gpus_max         at least n nodes / the launch needs at most n GPUs
   iommu / acs                   /sys facts: iommu mode (translated, passthrough, off); acs state (redirect, clear)
+  resolved                      {field: value} on what the target release fills in by itself
+                                (``sglwrap.sglang.resolved``: attention_backend, page_size, ...); None never holds
+  arch                          [architectures]: one of the model config.json's ``architectures`` (config not found:
+                                does not hold)
 """
 
 from __future__ import annotations
@@ -194,20 +200,55 @@ def binary_arches(ctx: Context, pkg: str) -> list[str] | None:
     return list(arches) if arches else None
 
 
+def resolved_args(ctx: Context) -> Any | None:
+    """What the target release fills in by itself for this launch (``sglwrap.sglang.resolved``, with the model's own
+    traits where its config is found), or None when it cannot be resolved. Imported only when an entry asks."""
+    key = (id(ctx.args), id(ctx.facts))
+    if key in _RESOLVED:
+        return _RESOLVED[key]
+    res = None
+    try:
+        from sglwrap.preflight.sglang_defaults import _traits
+        from sglwrap.sglang.resolved import GpuInfo, resolve_server_args
+
+        version = package_version(ctx, "sglang")
+        gpus = used_gpus(ctx)
+        gpu = None
+        if gpus:
+            gpu = GpuInfo(total_mib=min(g.memory_total_bytes for g in gpus) / 2**20,
+                          capability=tuple(gpus[0].compute_capability), name=gpus[0].name, count=len(gpus))
+        traits, _note = _traits(ctx.args.model_path)
+        if version:
+            res = resolve_server_args(ctx.args.canonical_given(), version, gpu, traits)  # type: ignore[arg-type]
+    except Exception:  # another module's gap (an unreadable config, an unmodelled release) must not stop preflight
+        res = None
+    _RESOLVED.clear()  # one launch at a time
+    _RESOLVED[key] = res
+    return res
+
+
+_RESOLVED: dict[tuple[int, int], Any] = {}
+
+
 def _resolved_auto(ctx: Context) -> set[str] | None:
+    res = resolved_args(ctx)
+    return None if res is None else set(getattr(res, "auto_enabled", ()) or ())
+
+
+def model_architectures(ctx: Context) -> list[str] | None:
+    """The ``architectures`` of the model's config.json (found as the memory planner finds it), or None."""
+    path = ctx.args.model_path
+    if not path:
+        return None
     try:
-        from sglwrap.sglang import resolved  # type: ignore[attr-defined]
-    except ImportError:
+        from sglwrap.preflight.checks_model import _load
+
+        facts = _load(path)
+    except Exception:  # an unreadable config is a fact nobody knows
         return None
-    fn = getattr(resolved, "resolve_server_args", None)
-    if fn is None:
+    if isinstance(facts, str):
         return None
-    gpu = ctx.facts.gpus[0] if ctx.facts.gpus else None
-    try:
-        res = fn(ctx.args, ctx.args.version, gpu, None)
-    except Exception:  # another module's bug must not stop preflight
-        return None
-    return set(getattr(res, "auto_enabled", ()) or ())
+    return facts.architectures or None
 
 
 def matches(entry: Entry, ctx: Context) -> Match | None:
@@ -248,6 +289,9 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
     for dest, cond in (ap.get("not_args") or {}).items():
         if value_ok(ctx.args.get(dest), cond):
             return None
+    for dest, cond in (ap.get("not_user_args") or {}).items():  # only what the user gave (defaults can lag a post release)
+        if ctx.args.is_given(dest) and value_ok(ctx.args.get(dest), cond):
+            return None
     for name, cond in (ap.get("env") or {}).items():
         val = ctx.env(name)
         if cond is None:
@@ -265,6 +309,21 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         if auto is None or not any(w in auto for w in wanted):
             return None
         said.append(f"SGLang turns on {'/'.join(wanted)} by itself")
+    for name, cond in (ap.get("resolved") or {}).items():
+        res = resolved_args(ctx)
+        val = None if res is None else getattr(res, name, None)
+        if val is None or not value_ok(val, cond):
+            return None
+        if (getattr(res, "sources", {}) or {}).get(name) != "user" and "sglang" not in ctx.stack.packages:
+            return None  # SGLang's own default, for a release nobody named: the bundled release is a guess
+        said.append(f"SGLang resolves {name}={val}")
+    if "arch" in ap:
+        archs = model_architectures(ctx)
+        wanted = ap["arch"] if isinstance(ap["arch"], list) else [ap["arch"]]
+        hit = [a for a in archs or () if a in wanted]
+        if not hit:
+            return None
+        said.append(f"architecture {hit[0]}")
     if "lacks_arch" in ap:
         pkgs = ap["lacks_arch"] if isinstance(ap["lacks_arch"], list) else [ap["lacks_arch"]]
         missing = []

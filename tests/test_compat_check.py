@@ -150,3 +150,70 @@ def test_hybrid_gdn_gate_of_sglang_0_5_9_depends_on_who_chose_the_backend() -> N
     assert v.status is Status.BLOCK and "[attn-hybrid-gdn-blackwell-old-user]" in v.reason
     _, v = run("1xRTX-5090", "--attention-backend", "triton")
     assert "hybrid-gdn" not in v.reason
+
+
+def _run(spec: str, release: str, *argv: str, **stack: str):
+    f = facts(spec, sglang=release, **stack)
+    r = run_preflight(f, load_profile("baseline"), argv, flags=bundled_table(release))
+    return next(v for v in r.checks if v.id == "compat")
+
+
+def test_flashinfer_floor_counts_the_backend_the_release_picks_by_itself() -> None:
+    """0.5.9 picks flashinfer on an RTX 4090 without being told (server_args), so an old FlashInfer fails at start;
+    on an H100 it picks fa3 and the same stack starts; 0.4.7 picks at model load, after the check."""
+    old = {"flashinfer-python": "0.5.0", "sgl-kernel": "0.3.21"}
+    v = _run("1xRTX-4090", "0.5.9", "--model-path", "Qwen/Qwen3-8B", **old)
+    assert v.status is Status.BLOCK and "[sglang-0.5.9-flashinfer-floor]" in v.reason
+    assert "flashinfer-floor" not in _run("1xH100", "0.5.9", "--model-path", "Qwen/Qwen3-8B", **old).reason
+    assert "flashinfer-floor" not in _run("1xRTX-4090", "0.4.8", "--model-path", "Qwen/Qwen3-8B",
+                                          **{"flashinfer-python": "0.2.5"}).reason
+    v = _run("1xRTX-4090", "0.4.8", "--model-path", "Qwen/Qwen3-8B", "--attention-backend", "flashinfer",
+             **{"flashinfer-python": "0.2.5"})
+    assert "[sglang-0.4.7-flashinfer-floor]" in v.reason
+
+
+def test_default_backend_of_an_unnamed_release_fires_nothing() -> None:
+    """With no SGLang named or installed, the bundled release is a guess: its default backend decides no entry."""
+    f = facts("1xGB10", **{"flashinfer-python": "0.6.17"})
+    r = run_preflight(f, load_profile("baseline"), ("--tp-size", "1"), flags=bundled_table("0.5.23"))
+    assert "flashinfer-floor" not in next(v for v in r.checks if v.id == "compat").reason
+
+
+def test_pipeline_parallelism_on_a_model_class_without_it_blocks_by_release() -> None:
+    """Kimi K2.5's class took pp_proxy_tensors from 0.5.10 (read in the sources); Llama's always did."""
+    argv = ("--tp-size", "8", "--pp-size", "2", "--nnodes", "2", "--node-rank", "0", "--dist-init-addr", "h:1")
+    v = _run("8xH100", "0.5.9", "--model-path", "moonshotai/Kimi-K2.5", "--trust-remote-code", *argv)
+    assert v.status is Status.BLOCK and "[pp-unsupported-model-until-0.5.10]" in v.reason
+    assert "pp-unsupported" not in _run("8xH100", "0.5.10", "--model-path", "moonshotai/Kimi-K2.5",
+                                        "--trust-remote-code", *argv).reason
+    assert "pp-unsupported" not in _run("8xH100", "0.5.9", "--model-path", "meta-llama/Llama-3.1-70B", *argv).reason
+    assert "pp-unsupported" not in _run("8xH100", "0.5.9", "--model-path", "moonshotai/Kimi-K2.5",
+                                        "--trust-remote-code", "--tp-size", "8").reason
+
+
+def test_dp_attention_with_speculative_decoding_blocks_before_0_4_8_only() -> None:
+    argv = ("--model-path", "deepseek-ai/DeepSeek-V3", "--trust-remote-code", "--tp-size", "8", "--dp-size", "8",
+            "--enable-dp-attention", "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "1",
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2")
+    assert "[dp-attention-speculative-before-0.4.8]" in _run("8xH200", "0.4.6", *argv).reason
+    assert "dp-attention-speculative" not in _run("8xH200", "0.4.9", *argv).reason
+
+
+def test_lora_with_speculative_decoding_follows_the_release_and_the_users_backend() -> None:
+    base = ("--model-path", "Qwen/Qwen3-4B", "--lora-paths", "a=/l/a", "--speculative-algorithm", "NGRAM")
+    assert "[lora-speculative-csgmv-graph]" in _run("1xH100", "0.5.5", *base).reason
+    assert "lora-speculative" not in _run("1xH100", "0.5.5", *base, "--lora-backend", "triton").reason
+    assert "lora-speculative" not in _run("1xH100", "0.5.9", *base).reason
+    eagle = ("--model-path", "Qwen/Qwen3-4B", "--lora-paths", "a=/l/a", "--speculative-algorithm", "EAGLE",
+             "--speculative-draft-model-path", "/d")
+    assert "[lora-speculative-refused]" in _run("1xH100", "0.5.9", *eagle).reason
+
+
+def test_gpt_oss_auto_flashinfer_mxfp4_on_sm12x_only_in_the_releases_that_pick_it() -> None:
+    argv = ("--model-path", "openai/gpt-oss-20b")
+    v = _run("1xRTX-5090", "0.5.5", *argv)
+    assert v.status is Status.BLOCK and "[gpt-oss-flashinfer-mxfp4-auto-sm12x]" in v.reason
+    assert "gpt-oss-flashinfer-mxfp4" not in _run("1xRTX-5090", "0.5.10", *argv).reason
+    assert "gpt-oss-flashinfer-mxfp4" not in _run("1xB200", "0.5.5", *argv).reason
+    assert "gpt-oss-flashinfer-mxfp4" not in _run("1xRTX-5090", "0.5.5", *argv, "--moe-runner-backend",
+                                                  "triton_kernel").reason

@@ -203,7 +203,10 @@ def binary_arches(ctx: Context, pkg: str) -> list[str] | None:
 def resolved_args(ctx: Context) -> Any | None:
     """What the target release fills in by itself for this launch (``sglwrap.sglang.resolved``, with the model's own
     traits where its config is found), or None when it cannot be resolved. Imported only when an entry asks."""
-    key = (id(ctx.args), id(ctx.facts))
+    version = package_version(ctx, "sglang")
+    gpus = used_gpus(ctx)
+    key = (version, repr(sorted(ctx.args.canonical_given().items(), key=lambda kv: kv[0])),
+           tuple((g.name, tuple(g.compute_capability), g.memory_total_bytes) for g in gpus))
     if key in _RESOLVED:
         return _RESOLVED[key]
     res = None
@@ -211,8 +214,6 @@ def resolved_args(ctx: Context) -> Any | None:
         from sglwrap.preflight.sglang_defaults import _traits
         from sglwrap.sglang.resolved import GpuInfo, resolve_server_args
 
-        version = package_version(ctx, "sglang")
-        gpus = used_gpus(ctx)
         gpu = None
         if gpus:
             gpu = GpuInfo(total_mib=min(g.memory_total_bytes for g in gpus) / 2**20,
@@ -227,7 +228,7 @@ def resolved_args(ctx: Context) -> Any | None:
     return res
 
 
-_RESOLVED: dict[tuple[int, int], Any] = {}
+_RESOLVED: dict[tuple[Any, ...], Any] = {}
 
 
 def _resolved_auto(ctx: Context) -> set[str] | None:

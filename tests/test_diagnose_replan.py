@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -41,9 +42,20 @@ def test_the_accountants_cell_matches_the_pool_a_real_format_log_allocated(capsy
     assert acc["kv_cell_bytes"] == pytest.approx(acc["log_kv_cell_bytes"], rel=0.005)
 
 
-def test_unknown_models_are_skipped_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_models_are_skipped_with_the_reason(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    log = tmp_path / "unknown.log"
+    log.write_text((LOGS / "v0.4.8_docker_tp4_mla_ok.log").read_text().replace("deepseek-ai/DeepSeek-V2-Lite",
+                                                                                "acme/Unreleased-MLA-9B"))
+    main(["diagnose", "--json", str(log)])
+    acc = json.loads(capsys.readouterr().out)["accountant"]
+    assert "Unreleased-MLA-9B" in acc["skipped"]
+
+
+def test_a_bundled_model_named_by_the_log_is_replanned(capsys: pytest.CaptureFixture[str]) -> None:
+    """The 0.4.8 fixture names deepseek-ai/DeepSeek-V2-Lite, bundled since: it is planned, with the MLA cell of its
+    config (27 layers x (512 + 64) x 2 B). The fixture's own pool numbers are constructed, not a real V2-Lite pool."""
     acc = _json(capsys, "v0.4.8_docker_tp4_mla_ok.log")["accountant"]
-    assert "DeepSeek-V2-Lite" in acc["skipped"]
+    assert "DeepSeek-V2-Lite" in acc["model"] and acc["kv_cell_bytes"] == (512 + 64) * 27 * 2
 
 
 def test_text_report_carries_the_accountant_lines(capsys: pytest.CaptureFixture[str]) -> None:

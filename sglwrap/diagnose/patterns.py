@@ -367,6 +367,9 @@ def _parse_memory(tags: str, msg: str, out: list[Event]) -> None:
         if (m := CAPTURE_BEGIN_RE.search(msg)) is not None:
             out.append(Event("capture_begin", tags, {"avail": _f(m.group("avail")),
                                                      "name": m.group("name").strip()}))
+            # 2026 builds list the decode sizes on the begin line: "... decode CUDA graph begin. ..., bs=[1, 2, ...]"
+            if (b := BS_LIST_RE.search(msg)) is not None:
+                out.append(Event("capture_bs", tags, {"count": len([x for x in b.group(1).split(",") if x.strip()])}))
             return
         if (m := CAPTURE_END_RE.search(msg)) is not None:
             rest = m.group("rest")

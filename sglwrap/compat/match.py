@@ -27,8 +27,8 @@ Conditions:
   iommu / acs                   /sys facts: iommu mode (translated, passthrough, off); acs state (redirect, clear)
   resolved                      {field: value} on what the target release fills in by itself
                                 (``sglwrap.sglang.resolved``: attention_backend, page_size, ...); None never holds
-  arch                          [architectures]: one of the model config.json's ``architectures`` (config not found:
-                                does not hold)
+  arch / not_arch               [architectures]: one of / none of the model config.json's ``architectures`` (config
+                                not found: neither holds)
 """
 
 from __future__ import annotations
@@ -325,6 +325,11 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         if not hit:
             return None
         said.append(f"architecture {hit[0]}")
+    if "not_arch" in ap:
+        archs = model_architectures(ctx)
+        if not archs or any(a in ap["not_arch"] for a in archs):
+            return None  # no config found: nobody knows, so nothing fires
+        said.append(f"architecture {archs[0]}")
     if "lacks_arch" in ap:
         pkgs = ap["lacks_arch"] if isinstance(ap["lacks_arch"], list) else [ap["lacks_arch"]]
         missing = []

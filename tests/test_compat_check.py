@@ -230,3 +230,14 @@ def test_dp_attention_before_0_4_6_only_for_the_models_that_take_it() -> None:
                                                         *argv).reason  # no config: nobody knows the class
     assert "dp-attention-model-unsupported" not in _run("4xH100", "0.4.9", "--model-path", "Qwen/Qwen2.5-32B",
                                                         *argv).reason
+
+
+def test_a_package_left_out_by_assume_stack_is_not_absent() -> None:
+    """Planning another release drops the installed FlashInfer (that release brings its own): not 'missing'."""
+    f = resolve_assume("1xRTX-5090")
+    f = dataclasses.replace(f, packages={**f.packages, "sglang": "0.5.23", "flashinfer-python": "0.7.2"})
+    planned = apply_assume_stack(f, {"sglang": "0.5.19"})
+    assert "flashinfer-python" in planned.probes.get("assume_stack_left_out", {})
+    r = run_preflight(planned, load_profile("baseline"), ("--model-path", "Qwen/Qwen3-8B", "--attention-backend",
+                                                          "flashinfer"), flags=bundled_table("0.5.19"))
+    assert "sglang-flashinfer-python-missing" not in next(v for v in r.checks if v.id == "compat").reason

@@ -274,9 +274,10 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         if not version_ok(ver, spec):
             return None
         said.append(f"{name} {ver}")
+    left_out = (ctx.facts.probes or {}).get("assume_stack_left_out") or {}
     for name in ap.get("absent") or ():
-        if not ctx.stack.packages or name in ctx.stack.packages:
-            return None
+        if not ctx.stack.packages or name in ctx.stack.packages or name in left_out:
+            return None  # installed, or left out by --assume-stack sglang=X: the planned release brings its own
         said.append(f"no {name}")
     user: list[str] = []
     for dest, cond in (ap.get("args") or {}).items():

@@ -218,6 +218,11 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     online = args.quantization if args.quantization and shape.quant_method is None else None
     weights = weights_for(shape, tp=args.tp_size, attn_tp=args.attn_tp_size, pp=args.pp_size, online_quant=online,
                           sharding=sharding_for(shape, extra, args.tp_size, args.attn_tp_size))
+    offload_gb = args.given.get("cpu_offload_gb")
+    if isinstance(offload_gb, int | float) and offload_gb > 0:
+        from sglwrap.memory.offload import with_offload
+
+        weights = with_offload(weights, shape, float(offload_gb), tp=args.tp_size, pp=args.pp_size)
     terms = _terms(facts, interconnect, shape, args, resolved, weights, draft, extra, env, sglang_version)
     budget = compute(shape=shape, args=args, resolved=resolved, cell=cell, weights=weights, gpu_total=gpu_total,
                      other_processes=_other_processes(facts, len(gpus)), nccl=nccl, p2p=p2p,

@@ -129,6 +129,7 @@ class MemoryPlan:
                 "symm_mem": b.symm_mem, "runtime_need": b.runtime_need, "runtime_free": b.runtime_free,
                 "overhead_before_nccl": b.overhead, "draft_weights": b.draft_weights,
                 "draft_graphs": b.draft_graphs, "deepep_buffers": b.deepep, "lora_buffers": b.lora,
+                "weights_load_peak": b.weights_peak,
             },
             "uncertainty": {"pre_weights_free": b.p_pm, "weights": b.w_pm, "kv_budget": b.kv_pm,
                             "kv_tokens": b.kv_tokens_pm, "slack": b.slack_pm, "runtime_need": b.need_pm,
@@ -292,7 +293,7 @@ def _terms(facts: HostFacts, interconnect: str, shape: ModelShape, args: ServerA
                                   context_len=args.context_length or shape.context_len, tp=args.tp_size) if draft
         else fits.exact(0, "no draft model"),
         deepep=deepep_buffers(shape, extra, max(args.ep_size, args.tp_size), env),
-        lora=lora_buffers(shape, extra, args.tp_size))
+        lora=lora_buffers(shape, extra, args.tp_size, args.attn_tp_size))
 
 
 def _weights_rel_pm(shape: ModelShape, params_based: bool) -> float:

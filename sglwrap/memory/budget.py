@@ -107,7 +107,8 @@ class Budget:
     draft_weights: int = 0  # speculative draft model weights (inside W from SGLang 0.5.14, else in the need)
     draft_graphs: int = 0
     deepep: int = 0  # DeepEP / NVSHMEM buffers, created at the first MoE dispatch (after KV sizing)
-    lora: int = 0  # LoRA adapter buffers
+    lora: int = 0  # LoRA adapter buffers (allocated before the KV pool is sized: they come out of P*f)
+    weights_peak: int = 0  # the loading peak per rank when it exceeds W (online quantisation of a 16-bit checkpoint)
     term_sources: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -187,10 +188,15 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
             w += draft_w
             w_pm = rss(w_pm, t.draft_weights.pm)
             w_source += " + draft model"
+    # online quantisation loads the 16-bit model first (weights.online_load_peak); with W observed it is unknown
+    w_peak = w if observed.weights_bytes is not None else w - weights.per_rank_bytes + weights.peak_bytes
     f = resolved.mem_fraction_static
     mm = VLM_CACHE_BYTES if shape.is_multimodal else 0
     static_limit = int(p * f)
-    rest = static_limit - w - mm
+    # LoRA buffers: model_runner initialises the LoRA manager after loading and before sizing the KV pool (0.3.6
+    # model_runner.py:153-165, 0.5.23 :733 "before the KV cache is sized"), so they come out of the KV budget
+    lora = t.lora.bytes
+    rest = static_limit - w - mm - lora
     mpool = _mamba_pool(cell, rest, args) if cell.mamba is not None else None
     mamba_error = mpool.error if mpool is not None else None
     if mpool is not None and args.speculative_algorithm and (args.max_running_requests is None
@@ -228,21 +234,21 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
     draft_late = 0 if t.draft_in_weights else draft_w
     draft_graphs = t.draft_graphs.bytes if resolved.decode_graph else 0
     need = (req_to_token + decode_graphs + prefill_graphs + acts + late + symm + draft_late + draft_graphs
-            + t.deepep.bytes + t.lora.bytes)
+            + t.deepep.bytes)
     # prefill graphs: SGLang's own reserve, unmeasured here (± all of it); activations: an estimate (± half)
-    need_pm = rss(graphs_t.pm, prefill_graphs, acts // 2, t.deepep.pm, t.lora.pm,
+    need_pm = rss(graphs_t.pm, prefill_graphs, acts // 2, t.deepep.pm,
                   t.draft_graphs.pm if resolved.decode_graph else 0, 0 if t.draft_in_weights else t.draft_weights.pm)
-    kv_pm = rss(f * p_pm, w_pm)
+    kv_pm = rss(f * p_pm, w_pm, t.lora.pm)
     slack_pm = int((1 - f) * p_pm)
     min_pool = _min_pool_bytes(cell, args.page_size)
     if mpool is not None:
         min_pool = min_rest_bytes(mpool, cell.bytes_per_token * args.page_size)
-    min_f = (w + mm + min_pool) / p if p > 0 else 1.0
+    min_f = (w + mm + lora + min_pool) / p if p > 0 else 1.0
     suggested = None
     if p > 0 and rest <= 0:
         import math
 
-        suggested = math.ceil((1 - (p - w) / p) * 1000) / 1000
+        suggested = math.ceil((1 - (p - w - lora) / p) * 1000) / 1000
     return Budget(
         gpu_total=gpu_total, driver_reserved=_driver(t, observed), cuda_context=_context(t, observed), other_processes=other_processes, nccl_init=nccl_init,
         custom_allreduce=custom_ar, pre_weights_free=p, p_source=p_source, weights=w, w_source=w_source,
@@ -257,7 +263,7 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
         mamba_state=mpool.state_bytes if mpool is not None and mpool.error is None else 0,
         overhead=t.overhead.bytes if observed.avail_before_weights_bytes is None else 0, p_pm=p_pm, w_pm=w_pm,
         kv_pm=int(kv_pm), slack_pm=slack_pm, need_pm=need_pm, draft_weights=draft_w, draft_graphs=draft_graphs,
-        deepep=t.deepep.bytes, lora=t.lora.bytes,
+        deepep=t.deepep.bytes, lora=lora, weights_peak=w_peak if w_peak > w else 0,
         term_sources=(("overhead", t.overhead.source), ("nccl_init", nccl_t.source),
                       ("decode_graphs", graphs_t.source), ("weights_extra", t.weights_extra.source),
                       ("draft_weights", t.draft_weights.source), ("draft_graphs", t.draft_graphs.source),

@@ -45,7 +45,7 @@ def sglang_error(kind: str, b: Budget, version: str | None) -> str | None:
         if b.kv_budget > 0 and b.swa_error:
             return b.swa_error  # pool_configurator.py:210-216, raised before "Not enough memory" could be
         if b.kv_budget <= 0 and new:
-            minimum = 1 - (b.pre_weights_free - b.weights) / b.pre_weights_free
+            minimum = 1 - (b.pre_weights_free - b.weights - b.lora) / b.pre_weights_free
             return (f"ValueError: Loaded weights leave no GPU memory for the KV cache under "
                     f"--mem-fraction-static={f}. Raise --mem-fraction-static above {b.sglang_suggested_mfs:.3f} "
                     f"(minimum viable = 1 - available/pre = {minimum:.4f}). If using speculative decoding, "
@@ -61,11 +61,12 @@ def sglang_error(kind: str, b: Budget, version: str | None) -> str | None:
 def classify(b: Budget) -> str:
     """The verdict, with each term's ± from its fit: a failure only when the numbers are sure of it.
 
-    weights_dont_fit (W - ±W >= P + ±P) > kv_pool_oom (KV budget + its ± still <= 0, or SGLang's SWA / mamba
+    weights_dont_fit (W - ±W >= P + ±P, W at its loading peak: online quantisation loads 16 bits first) > kv_pool_oom (KV budget + its ± still <= 0, or SGLang's SWA / mamba
     checks reject the pool) > graph_oom_risk (runtime need exceeds the slack by more than the ± of both) >
     fits_tight (the pool or the runtime slack is within its ± of running out) > fits.
     """
-    if b.weights - b.w_pm >= b.pre_weights_free + b.p_pm:
+    w = max(b.weights, b.weights_peak)
+    if w - b.w_pm * w / max(1, b.weights) >= b.pre_weights_free + b.p_pm:
         return "weights_dont_fit"
     if b.swa_error or b.mamba_error:
         return "kv_pool_oom"
@@ -82,7 +83,8 @@ def classify(b: Budget) -> str:
 def fallback_fix(kind: str, b: Budget, graph_flag: str) -> str | None:
     """The change to try when no re-planned candidate reached ``fits`` (said as such)."""
     if kind == "weights_dont_fit":
-        return (f"the weights ({gib(b.weights)}/rank) exceed all free memory ({gib(b.pre_weights_free)}): no flag "
+        peak = f" at their loading peak, {gib(b.weights_peak)}/rank," if b.weights_peak > b.weights else ""
+        return (f"the weights ({gib(b.weights)}/rank{peak}) exceed all free memory ({gib(b.pre_weights_free)}): no flag "
                 f"on this host makes them fit; use a smaller or more quantised checkpoint, or more GPUs")
     if kind == "kv_pool_oom":
         return (f"no single change within the host's GPUs and the flags' ranges makes it fit (the pool needs "
@@ -125,6 +127,11 @@ def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str, swa_fix
         f"--mem-fraction-static {b.mem_fraction_static:.3f} ({b.mfs_source}) gives a static limit P*f = "
         f"{gib(b.static_limit)}; weights take W = {gib(b.weights)} ({b.w_source}).",
     ]
+    if b.weights_peak > b.weights:
+        s.append(f"Loading peaks at {gib(b.weights_peak)}/rank: online quantisation creates every linear in 16 bits "
+                 f"and quantises it only after all weights are loaded; the peak must fit in P.")
+    if b.lora:
+        s.append(f"LoRA buffers take {gib(b.lora)} after the weights, before the KV pool is sized (out of P*f).")
     if b.mamba is not None:
         s.append(_mamba_sentence(b))
         if b.mamba_error:

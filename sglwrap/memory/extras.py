@@ -62,6 +62,8 @@ class Extra:
     max_loras_per_batch: int = 0
     max_lora_rank: int = 0
     lora: bool = False
+    lora_rank_given: bool = False  # --max-lora-rank given (else SGLang takes the adapters' largest r)
+    lora_target_modules: tuple[str, ...] = ()  # --lora-target-modules as given (empty: from the adapters)
     eagle_topk: int | None = None
     num_steps: int | None = None
     enable_dp_lm_head: bool = False
@@ -81,10 +83,13 @@ def read_extra(cmd: SglangCmdline) -> Extra:
             return default
 
     lora = bool(given.get("lora_paths") or given.get("enable_lora"))
+    targets = given.get("lora_target_modules") or ()
+    targets = (targets,) if isinstance(targets, str) else tuple(str(x) for x in targets)
     return Extra(moe_a2a_backend=str(given["moe_a2a_backend"]) if given.get("moe_a2a_backend") else None,
                  deepep_mode=str(given.get("deepep_mode") or "auto"),
                  max_loras_per_batch=(_int("max_loras_per_batch", 8) or 0) if lora else 0,
                  max_lora_rank=(_int("max_lora_rank", 64) or 0) if lora else 0, lora=lora,
+                 lora_rank_given=given.get("max_lora_rank") is not None, lora_target_modules=targets,
                  eagle_topk=_int("speculative_eagle_topk", None), num_steps=_int("speculative_num_steps", None),
                  enable_dp_lm_head=bool(given.get("enable_dp_lm_head")),
                  moe_dense_tp_size=_int("moe_dense_tp_size", None),
@@ -291,15 +296,59 @@ def deepep_buffers(shape: ModelShape, extra: Extra, ep: int, env: Mapping[str, s
     return Term(int(total), int(0.5 * total), "; ".join(parts))
 
 
-def lora_buffers(shape: ModelShape, extra: Extra, tp: int) -> Term:
-    """LoRA A/B buffers for ``--max-loras-per-batch`` adapters of ``--max-lora-rank`` (0 without LoRA)."""
+# PEFT module names -> SGLang's LoRA buffer names (0.5.23 ``lora/utils.py:277-330`` get_normalized_target_modules)
+_LORA_NORMALIZED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "qkv_proj": "qkv_proj",
+                    "o_proj": "o_proj", "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj",
+                    "gate_up_proj": "gate_up_proj", "down_proj": "down_proj", "embed_tokens": "embed_tokens",
+                    "lm_head": "lm_head"}
+_LORA_LINEAR = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+
+
+def lora_modules(given: tuple[str, ...]) -> tuple[frozenset[str], str]:
+    """SGLang's normalised LoRA target modules for ``--lora-target-modules`` (``lora_manager.py:800-877``), and
+    how they were chosen. ``all`` is every linear module plus the embeddings; not given, SGLang takes the union of
+    the adapters' own ``target_modules``, which the accountant cannot read: every linear module is assumed."""
+    if not given:
+        return frozenset(_LORA_LINEAR), "assumed q/k/v/o/gate/up/down (the adapters' target_modules are not read)"
+    names = {g.rsplit(".", 1)[-1] for g in given}
+    if names & {"all", "all-linear"}:
+        return frozenset((*_LORA_LINEAR, "embed_tokens", "lm_head")), "--lora-target-modules all"
+    mods = frozenset(_LORA_NORMALIZED[n] for n in names if n in _LORA_NORMALIZED)
+    return mods, "--lora-target-modules " + " ".join(given)
+
+
+def lora_buffers(shape: ModelShape, extra: Extra, tp: int, attn_tp: int | None = None) -> Term:
+    """LoRA A/B buffers of SGLang's LoRA memory pool (0 without LoRA).
+
+    ``lora/mem_pool.py`` (0.5.23 ``init_buffers`` :597-729): for every target module and every layer one A buffer
+    ``(max_loras_per_batch, max_lora_rank x stacked, input)`` and one B buffer ``(max_loras_per_batch, output,
+    max_lora_rank)`` in the model dtype (``get_lora_A_shape`` / ``get_lora_B_shape`` :418-573; stacked: 3 for
+    qkv_proj, 2 for gate_up_proj, ``utils.py:330-348``; dims from ``get_default_hidden_dim`` :172-220: qkv
+    ``hidden -> head_dim x (heads + 2 kv_heads)``, o ``heads x head_dim -> hidden``, gate_up ``hidden -> 2 x
+    intermediate``, down ``intermediate -> hidden``). Row-parallel modules (o, down) shard A's input by TP,
+    column-parallel ones (qkv, gate_up) shard B's output (qkv over the attention-TP group); the embedding and
+    lm_head buffers (targets ``embed_tokens`` / ``lm_head`` / ``all``) are ``(n, r, vocab)`` + ``(n, hidden, r)`` and
+    ``(n, r, hidden)`` + ``(n, vocab / tp, r)``. MoE experts' 4-D buffers are not modelled (dense MLP widths)."""
     if not extra.lora or not extra.max_loras_per_batch or not extra.max_lora_rank:
         return exact(0, "no LoRA")
     h, r, n = shape.hidden_size, extra.max_lora_rank, extra.max_loras_per_batch
+    atp = attn_tp or tp
     q = shape.num_attention_heads * shape.head_dim
-    kv = shape.num_kv_heads * shape.head_dim
+    qkv_out = q + 2 * shape.num_kv_heads * shape.head_dim
     inter = shape.intermediate_size
-    # A: (r x in) per module, B: (out x r) per module; q,k,v,o,gate,up,down
-    per_layer = r * (h * 3 + q + h * 2 + inter) + r * (q + 2 * kv + h + 2 * inter + h) / tp
-    size = per_layer * shape.num_layers * n * 2
-    return Term(int(size), int(0.25 * size), f"LoRA: {n} adapters x rank {r} x {shape.num_layers} layers (bf16)")
+    mods, how = lora_modules(extra.lora_target_modules)
+    per_layer = {  # (A elements, B elements) per adapter slot and layer, on one rank
+        "qkv_proj": (3 * r * h, qkv_out / atp * r), "o_proj": (r * q / atp, h * r),
+        "gate_up_proj": (2 * r * h, 2 * inter / tp * r), "down_proj": (r * inter / tp, h * r)}
+    elems = shape.num_layers * sum(a + b for m, (a, b) in per_layer.items() if m in mods)
+    if "embed_tokens" in mods:
+        elems += r * shape.vocab_size + h * r
+    if "lm_head" in mods:
+        elems += r * h + shape.vocab_size / tp * r
+    dtype = 2  # the model dtype: bf16/fp16 (an fp32 checkpoint loads as bf16)
+    size = elems * n * dtype
+    rank_how = f"rank {r}" if extra.lora_rank_given else f"rank {r} (assumed: SGLang takes the adapters' largest r)"
+    pm = 0.05 if extra.lora_target_modules and extra.lora_rank_given else 0.5
+    return Term(int(size), int(pm * size),
+                f"LoRA pool: {n} adapter slots x {rank_how} x {shape.num_layers} layers x "
+                f"{'/'.join(sorted(mods))} ({how}), {dtype}-byte model dtype")

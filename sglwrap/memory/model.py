@@ -73,6 +73,8 @@ class ModelShape:
     shared_expert_intermediate: int | None = None  # total shared-expert FFN width per MoE layer, when set
     attn_output_gate: bool = False  # q_proj also emits an output gate (Qwen3-Next / Qwen3.5 full-attention layers)
     shared_experts_quantized: bool = False  # with quant_scope "routed-experts": shared experts quantised as well
+    lm_head: bool = True  # SGLang builds an lm_head (a classification / reward model has a score head instead)
+    score_params: int = 0  # parameters of a classification / reward score head (replicated, model dtype)
 
     @property
     def num_moe_layers(self) -> int:
@@ -252,6 +254,42 @@ def _vision_params(cfg: dict[str, Any]) -> int:
     return blocks
 
 
+def _num_labels(cfg: dict[str, Any], tc: dict[str, Any]) -> int:
+    """transformers' ``num_labels``: the length of ``id2label`` when given, else ``num_labels``, else its default 2."""
+    for c in (cfg, tc):
+        labels = c.get("id2label")
+        if isinstance(labels, dict) and labels:
+            return len(labels)
+    for c in (cfg, tc):
+        if c.get("num_labels"):
+            return int(c["num_labels"])
+    return 2
+
+
+def head_of(arch: str, cfg: dict[str, Any], tc: dict[str, Any], hidden: int) -> tuple[bool, int]:
+    """(whether SGLang builds an lm_head, parameters of the score head that replaces it).
+
+    SGLang's classification and reward models keep the decoder and the input embedding but no lm_head
+    (0.4.0 ``models/llama_reward.py``: ``LlamaForSequenceClassification`` = ``LlamaModel`` + ``score``
+    ``nn.Linear(hidden, num_labels, bias=False)``; 0.5.23 ``qwen2_classification.py`` / ``qwen3_classification.py``
+    ``nn.Linear(hidden, num_labels)``, ``gemma2_reward.py`` the same without bias; ``qwen2_rm.py`` / ``qwen3_rm.py``
+    ``*ForRewardModel``: ``Linear(hidden, hidden)`` + ``Linear(hidden, num_labels)``; ``internlm2_reward.py``
+    ``v_head`` ``Linear(hidden, 1)``; 0.4.0 ``llama_classification.py`` ``LlamaForClassification``
+    ``classification_head`` ``Linear(hidden, classification_out_size)``). The head is a plain ``nn.Linear``:
+    replicated on every rank, in the model dtype."""
+    if arch.endswith("ForSequenceClassification") or arch.endswith("ForSequenceClassificationWithNormal_Weights"):
+        n = _num_labels(cfg, tc)
+        return False, hidden * n + n
+    if arch == "InternLM2ForRewardModel":
+        return False, hidden
+    if arch.endswith("ForRewardModel"):
+        n = _num_labels(cfg, tc)
+        return False, hidden * hidden + hidden + hidden * n + n
+    if arch == "LlamaForClassification":
+        return False, hidden * int(tc.get("classification_out_size") or cfg.get("classification_out_size") or 1)
+    return True, 0
+
+
 def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory: str | None) -> ModelShape:
     """Build a ModelShape from a parsed config.json dict (SGLang 0.5.23's rules)."""
     try:
@@ -267,6 +305,7 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
         model_type = tc.get("model_type") or cfg.get("model_type")
         step, dense, shared = _moe_layout(tc)
         mamba = mamba_layout(model_type, tc)
+        has_lm_head, score = head_of(str(arch), cfg, tc, hidden)
         return ModelShape(
             name=name, source=source, directory=directory, architecture=str(arch),
             num_layers=int(tc["num_hidden_layers"]), num_attention_heads=heads,
@@ -299,6 +338,7 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
             shared_expert_intermediate=shared,
             attn_output_gate=mamba is not None and mamba.family == "gdn" and bool(tc.get("attn_output_gate", True)),
             shared_experts_quantized=_shared_quantized(cfg, tc, scope),
+            lm_head=has_lm_head, score_params=score,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{source}: config.json lacks what the memory model needs ({type(e).__name__}: {e})") \

@@ -10,13 +10,14 @@ _ROWS = (
     ("nccl_init", "- NCCL at init (PyNccl)"), ("custom_allreduce", "- custom all-reduce buffers"),
     ("pre_weights_free", "= P, free before weights"), ("static_limit", "P x f (static limit)"),
     ("weights", "- weights W"), ("draft_weights", "  (of which draft model weights)"), ("mm_reserve", "- multimodal cache"),
+    ("lora_buffers", "- LoRA buffers"),
     ("mamba_state", "- mamba/linear-attention state"), ("kv_budget", "= KV budget"),
     ("kv_pool", "KV pool allocated"), ("slack", "P x (1-f) runtime slack"),
     ("req_to_token", "- req_to_token"), ("decode_graphs", "- decode CUDA graphs"),
     ("prefill_graphs", "- prefill CUDA graphs"), ("activations", "- activations"),
     ("nccl_late", "- NCCL created later"), ("symm_mem", "- symmetric memory"),
     ("draft_graphs", "- draft CUDA graphs"),
-    ("deepep_buffers", "- DeepEP/NVSHMEM buffers"), ("lora_buffers", "- LoRA buffers"),
+    ("deepep_buffers", "- DeepEP/NVSHMEM buffers"),
     ("runtime_free", "= left at runtime"),
 )
 _OPTIONAL = ("draft_weights", "draft_graphs", "deepep_buffers", "lora_buffers")

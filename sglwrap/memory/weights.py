@@ -25,6 +25,13 @@ class Weights:
     per_rank_bytes: int
     source: str  # "index total_size", "safetensors headers", "weights.json", "params x dtype"
     params_total: int
+    load_peak_bytes: int = 0  # the most loaded rank's peak while loading (> per_rank_bytes with online quantisation)
+    load_peak_source: str = ""
+
+    @property
+    def peak_bytes(self) -> int:
+        """What loading needs at its peak on the most loaded rank (at least the loaded weights)."""
+        return max(self.per_rank_bytes, self.load_peak_bytes)
 
 
 def _exact_total(directory: str | None) -> tuple[int, str] | None:
@@ -155,14 +162,18 @@ def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_
     else:
         total += layers * mlp_dense * lin
         rank += layers * mlp_dense * lin / tp
-    vocab = shape.vocab_size * h * (1 if shape.tie_word_embeddings else 2)
+    untied_head = shape.lm_head and not shape.tie_word_embeddings  # a classification model has no lm_head
+    vocab = shape.vocab_size * h * (2 if untied_head else 1)
     total += vocab * base
     sh = sharding or Sharding()
     if sh.embed_tp is None and sh.head_tp is None:
         rank += vocab * base / tp
     else:
         embed = shape.vocab_size * h * base
-        rank += embed / (sh.embed_tp or tp) + (0 if shape.tie_word_embeddings else embed / (sh.head_tp or tp))
+        rank += embed / (sh.embed_tp or tp) + (embed / (sh.head_tp or tp) if untied_head else 0)
+    score = shape.score_params * base  # a classification / reward head: plain nn.Linear, replicated
+    total += score
+    rank += score
     norms = layers * 2 * h * base
     vision = shape.vision_params * base
     total += norms + vision
@@ -170,14 +181,51 @@ def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_
     return total, rank
 
 
+def _largest_linear_params(shape: ModelShape, tp: int) -> float:
+    """Parameters of the largest single linear weight one rank quantises at once (the fused gate/up of a dense MLP,
+    or a MoE layer's fused w13 over all its experts), for the transient FP8 copy of online quantisation."""
+    h = shape.hidden_size
+    dense = 2 * h * (shape.dense_intermediate_size or shape.intermediate_size)
+    experts = 2 * h * shape.moe_intermediate_size * shape.n_routed_experts if shape.is_moe else 0
+    return max(dense, experts) / tp
+
+
+def online_load_peak(shape: ModelShape, *, tp: int, attn_tp: int, pp: int, online_quant: str,
+                     sharding: Sharding | None, final_rank: float) -> tuple[float, str]:
+    """(peak bytes per rank, how) while SGLang quantises a 16-bit checkpoint at load time.
+
+    ``Fp8LinearMethod.create_weights`` (0.4.6 ``fp8.py:251``, 0.5.16 ``:535-541``, 0.5.23 ``:654``) allocates every
+    linear weight in the checkpoint's dtype when the checkpoint is not FP8-serialised (``weight_dtype = fp8 if
+    is_checkpoint_fp8_serialized else params_dtype``; ``Fp8MoEMethod`` and ``W8A8Fp8LinearMethod`` alike);
+    ``DefaultModelLoader.load_model`` builds the whole model, loads every weight, and only then calls
+    ``process_weights_after_loading`` module by module (0.5.16 ``model_loader/loader.py:772-849``), which quantises
+    each weight into a new FP8 tensor before the 16-bit one is released. So the peak is the whole model in 16 bits
+    plus the largest single weight's FP8 copy; what stays is the FP8 model."""
+    _, rank16 = estimate_params(shape, tp=tp, attn_tp=attn_tp, online_quant=None, sharding=sharding)
+    rank16 /= pp
+    if rank16 <= final_rank:
+        return final_rank, ""
+    transient = _largest_linear_params(shape, tp) * _linear_bytes(shape, online_quant)
+    return rank16 + transient, (f"online --quantization {online_quant}: every linear is created in "
+                                f"{shape.torch_dtype} and quantised after loading (peak = the 16-bit model "
+                                f"{rank16 / (1 << 30):.2f} GiB/rank + the largest weight's FP8 copy "
+                                f"{transient / (1 << 30):.2f} GiB)")
+
+
 def weights_for(shape: ModelShape, *, tp: int, attn_tp: int, pp: int = 1, online_quant: str | None = None,
                 sharding: Sharding | None = None) -> Weights:
-    """Weight bytes of the most loaded rank; an exact checkpoint total rescales the estimate."""
+    """Weight bytes of the most loaded rank; an exact checkpoint total rescales the estimate. With online
+    quantisation (``--quantization fp8`` on a 16-bit checkpoint) the loading peak is kept too (``online_load_peak``)."""
     est_total, est_rank = estimate_params(shape, tp=tp, attn_tp=attn_tp, online_quant=online_quant,
                                           sharding=sharding)
     est_rank /= pp
+    peak, peak_how = 0.0, ""
+    if online_quant:
+        peak, peak_how = online_load_peak(shape, tp=tp, attn_tp=attn_tp, pp=pp, online_quant=online_quant,
+                                          sharding=sharding, final_rank=est_rank)
     exact = None if online_quant else _exact_total(shape.directory)
     if exact is not None:
         total, source = exact
         return Weights(total, int(total * est_rank / est_total), source, int(est_total))
-    return Weights(int(est_total), int(est_rank), "params x dtype (no checkpoint index found)", int(est_total))
+    return Weights(int(est_total), int(est_rank), "params x dtype (no checkpoint index found)", int(est_total),
+                   int(peak), peak_how)

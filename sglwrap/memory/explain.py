@@ -83,8 +83,12 @@ def classify(b: Budget) -> str:
 def fallback_fix(kind: str, b: Budget, graph_flag: str) -> str | None:
     """The change to try when no re-planned candidate reached ``fits`` (said as such)."""
     if kind == "weights_dont_fit":
-        peak = f" at their loading peak, {gib(b.weights_peak)}/rank," if b.weights_peak > b.weights else ""
-        return (f"the weights ({gib(b.weights)}/rank{peak}) exceed all free memory ({gib(b.pre_weights_free)}): no flag "
+        if b.weights_peak > b.weights:
+            return (f"the weights peak at {gib(b.weights_peak)}/rank while loading ({gib(b.weights)}/rank once "
+                    f"quantised), more than all free memory ({gib(b.pre_weights_free)}): online quantisation loads the "
+                    f"16-bit checkpoint first; use a checkpoint already quantised (an FP8 release loads at its own "
+                    f"size), or more GPUs")
+        return (f"the weights ({gib(b.weights)}/rank) exceed all free memory ({gib(b.pre_weights_free)}): no flag "
                 f"on this host makes them fit; use a smaller or more quantised checkpoint, or more GPUs")
     if kind == "kv_pool_oom":
         return (f"no single change within the host's GPUs and the flags' ranges makes it fit (the pool needs "

@@ -169,8 +169,16 @@ def check_sglang_flags(ctx: Context) -> Verdict:
     if table is None:
         return Verdict(cid, Status.SKIP, "SGLang's flag table is not available (SGLang not installed?)")
     want_ver = ctx.stack.sglang
-    if want_ver and table.version != want_ver:
-        return Verdict(cid, Status.SKIP, f"planned SGLang {want_ver} but the flag table is {table.version}'s")
+    unread = table.stands_in_for or (want_ver if want_ver and table.version != want_ver else None)
+    if unread:
+        if ctx.args.unchecked:
+            opts = [t for t in ctx.args.unchecked if t.startswith("-")]
+            return Verdict(cid, Status.WARN, f"sglwrap has not read SGLang {unread}'s options; read against "
+                           f"{table.version}'s (the nearest it has), {', '.join(opts) or ctx.args.unchecked[0]} "
+                           "is unknown there and is passed on unchecked",
+                           f"check the spelling against `python -m sglang.launch_server --help` of {unread}")
+        return Verdict(cid, Status.SKIP, f"planned SGLang {unread} but the flag table is {table.version}'s (the "
+                       "nearest release sglwrap has read)")
     bad: list[str] = []
     fixes: list[str] = []
     # unknown, ambiguous and wrongly typed options never get here: reading the command line refused them (64)

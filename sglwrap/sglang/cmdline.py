@@ -101,7 +101,8 @@ def _choices(info: FlagInfo, conv: Any) -> list[Any] | None:
 
 def build_parser(table: FlagTable) -> argparse.ArgumentParser:
     """An argparse parser equivalent to the release's own, with every default suppressed (so the namespace holds
-    exactly what the user gave)."""
+    exactly what the user gave). A table standing in for an unread release keeps types but not choice lists (that
+    release may accept more)."""
     p = _Parser(prog="sglang serve", add_help=False, allow_abbrev=True)
     for info in table.unique():
         action = info.action
@@ -133,7 +134,8 @@ def build_parser(table: FlagTable) -> argparse.ArgumentParser:
                 kw["type"] = conv
             choices = _choices(info, conv)
             if choices is not None:
-                kw["choices"] = choices
+                if table.stands_in_for is None:
+                    kw["choices"] = choices
         try:
             p.add_argument(*options, **kw)
         except (argparse.ArgumentError, ValueError, TypeError):
@@ -151,6 +153,8 @@ class SglangCmdline:
     config_path: str | None = None
     config_dests: frozenset[str] = frozenset()
     abbreviations: tuple[tuple[str, str], ...] = ()  # (as written, exact flag)
+    # with a table standing in for an unread release: what it did not know, passed on to SGLang unchecked
+    unchecked: tuple[str, ...] = ()
     _defaults: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -273,8 +277,8 @@ def parse_cmdline(argv: Sequence[str], table: FlagTable, *, require_model: bool 
         ns, extras = parser.parse_known_args([*config_args, *rest])
     except _ParseError as e:
         raise UsageError(_explain(str(e), table)) from None
-    if extras:
-        raise UsageError(_unknown(extras, table, argv))
+    if extras and (table.stands_in_for is None or _misspelled(extras, table)):
+        raise UsageError(_unknown(_misspelled(extras, table) or extras, table, argv))
     given = vars(ns)
     config_dests: frozenset[str] = frozenset()
     if config_args:
@@ -293,7 +297,7 @@ def parse_cmdline(argv: Sequence[str], table: FlagTable, *, require_model: bool 
     defaults = {info.dest: info.default for info in table.unique()}
     return SglangCmdline(argv=argv, table=table, given_values=given, config_path=config_path,
                          config_dests=config_dests, abbreviations=tuple(_abbreviations(argv, table)),
-                         _defaults=defaults)
+                         unchecked=tuple(extras), _defaults=defaults)
 
 
 def _abbreviations(argv: Sequence[str], table: FlagTable) -> list[tuple[str, str]]:
@@ -392,6 +396,13 @@ def _explain(message: str, table: FlagTable) -> str:
     """argparse's error, said as what SGLang would do with it."""
     hint = ". Write the exact flag." if message.startswith("ambiguous option") else ""
     return f"SGLang {table.version} would refuse this (exit 2): {message}{hint}"
+
+
+def _misspelled(extras: Sequence[str], table: FlagTable) -> list[str]:
+    """Unknown options that are a known option written with underscores (``--enable_metrics``): refused by every
+    release, so refused even when the table only stands in for the release asked for."""
+    return [t for t in extras if t.startswith("--") and "_" in t.split("=", 1)[0]
+            and t.split("=", 1)[0].replace("_", "-") in table.flags]
 
 
 def _unknown(extras: Sequence[str], table: FlagTable, argv: Sequence[str]) -> str:

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,9 @@ class FlagTable:
     env: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str = ""  # "introspected:<python>", "cache:<file>", "bundled:<file>"
     extra: dict[str, Any] = field(default_factory=dict)  # release data beyond the flags (architectures, …)
+    # the release asked for when this table is the nearest one read instead (a post release, an unread one):
+    # options it does not know are then passed on unchecked rather than refused
+    stands_in_for: str | None = None
 
     def dests(self) -> set[str]:
         return {f.dest for f in self.flags.values()}
@@ -175,7 +178,10 @@ def bundled_table(version: str | None = None) -> FlagTable:
         older = [v for v in versions if Version(v) <= want]
         pick = exact[0] if exact else (older[-1] if older else versions[0])
     path = bundled_dir() / f"sglang-{pick}.json"
-    return table_from_json(json.loads(path.read_text()), f"bundled:{path.name}")
+    table = table_from_json(json.loads(path.read_text()), f"bundled:{path.name}")
+    if version is not None and want is not None and Version(pick) != want:
+        table = replace(table, stands_in_for=str(version).strip())
+    return table
 
 
 def pick_flag(candidates: list[str] | tuple[str, ...], table: FlagTable) -> str | None:

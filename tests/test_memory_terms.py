@@ -247,3 +247,18 @@ def test_lora_pool_comes_out_of_the_kv_budget_and_shards_like_sglang() -> None:
     assert with_lora.lora == pytest.approx(expected, rel=0.001)
     assert plain.kv_budget - with_lora.kv_budget == pytest.approx(with_lora.lora, abs=2)
     assert with_lora.runtime_need <= plain.runtime_need  # not in the slack (fewer KV tokens, fewer requests)
+
+
+def test_corpus_73_qwen35_vision_tower_is_sharded_over_tp() -> None:
+    """Corpus 73 (Qwen3.5-9B, TP 2 on two RTX 4090): SGLang's Qwen3-VL-style tower is built from Column/RowParallel
+    linears over the attention-TP group, so each rank holds half of it; the planned W lands on the logged 8.85 GB."""
+    case = _corpus_case("73")
+    p = _corpus_plan(case)
+    logged = case["truth"]["weight_mem_gb"] * GIB
+    assert abs(p.budget.weights - logged) / logged < 0.015
+    assert p.shape.vision_tp_sharded and p.shape.vision_params > 0.4e9
+    single = plan(resolve_assume("1xH100"), {}, ["--model-path", "Qwen3.5-9B"], sglang_version="0.5.14")
+    # two ranks together hold the one-rank model plus one more copy of what stays replicated: the norms only (a
+    # replicated tower would add its 0.9 GB here as well)
+    norms = p.shape.num_layers * 2 * p.shape.hidden_size * 2
+    assert 2 * p.weights_info.per_rank_bytes - single.weights_info.per_rank_bytes == pytest.approx(norms, rel=0.01)

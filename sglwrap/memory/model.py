@@ -75,6 +75,7 @@ class ModelShape:
     shared_experts_quantized: bool = False  # with quant_scope "routed-experts": shared experts quantised as well
     lm_head: bool = True  # SGLang builds an lm_head (a classification / reward model has a score head instead)
     score_params: int = 0  # parameters of a classification / reward score head (replicated, model dtype)
+    vision_tp_sharded: bool = False  # the vision tower's linears are TP-sharded (Qwen2/2.5/3-VL, Qwen3.5 towers)
 
     @property
     def num_moe_layers(self) -> int:
@@ -290,6 +291,15 @@ def head_of(arch: str, cfg: dict[str, Any], tc: dict[str, Any], hidden: int) -> 
     return True, 0
 
 
+def _vision_tp_sharded(cfg: dict[str, Any]) -> bool:
+    """Whether SGLang shards the vision tower's linears over TP: the Qwen-VL family's towers (a patch merger,
+    ``spatial_merge_size`` + ``out_hidden_size``) use Column/RowParallelLinear over the TP group (0.5.14
+    ``models/qwen2_5_vl.py:96-107,223-237`` ``tp_size``; ``qwen3_vl.py:111-122,271-283`` the attention-TP group,
+    which Qwen3.5 reuses) unless ``--mm-enable-dp-encoder`` (not read here: the tower is then replicated)."""
+    v = cfg.get("vision_config")
+    return isinstance(v, dict) and bool(v.get("spatial_merge_size")) and bool(v.get("out_hidden_size"))
+
+
 def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory: str | None) -> ModelShape:
     """Build a ModelShape from a parsed config.json dict (SGLang 0.5.23's rules)."""
     try:
@@ -338,7 +348,7 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
             shared_expert_intermediate=shared,
             attn_output_gate=mamba is not None and mamba.family == "gdn" and bool(tc.get("attn_output_gate", True)),
             shared_experts_quantized=_shared_quantized(cfg, tc, scope),
-            lm_head=has_lm_head, score_params=score,
+            lm_head=has_lm_head, score_params=score, vision_tp_sharded=_vision_tp_sharded(cfg),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{source}: config.json lacks what the memory model needs ({type(e).__name__}: {e})") \

@@ -2,7 +2,8 @@
 
 The split over ranks follows how SGLang shards: attention by the attention-TP group (``tp / attn_dp``; MLA's
 ``q_a``/``kv_a`` projections replicated), dense MLP, experts, shared experts and vocab by TP (EP only moves
-experts between the same TP ranks), norms, router and a vision tower replicated.
+experts between the same TP ranks), norms and router replicated, a vision tower replicated but for the Qwen-VL
+family's (sharded over the attention-TP group, ``model.py`` ``_vision_tp_sharded``).
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_
     norms = layers * 2 * h * base
     vision = shape.vision_params * base
     total += norms + vision
-    rank += norms + vision
+    rank += norms + vision / (attn_tp if shape.vision_tp_sharded else 1)
     return total, rank
 
 

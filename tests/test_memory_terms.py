@@ -262,3 +262,24 @@ def test_corpus_73_qwen35_vision_tower_is_sharded_over_tp() -> None:
     # replicated tower would add its 0.9 GB here as well)
     norms = p.shape.num_layers * 2 * p.shape.hidden_size * 2
     assert 2 * p.weights_info.per_rank_bytes - single.weights_info.per_rank_bytes == pytest.approx(norms, rel=0.01)
+
+
+@pytest.mark.parametrize(("arch", "lm_head", "score"), [
+    ("Qwen2ForCausalLM", True, 0),
+    ("Qwen2ForSequenceClassification", False, 3584 * 1 + 1),  # nn.Linear(hidden, num_labels), bias
+    ("Qwen2ForRewardModel", False, 3584 * 3584 + 3584 + 3584 * 1 + 1),  # Linear(h, h) + ReLU + Linear(h, labels)
+    ("InternLM2ForRewardModel", False, 3584),  # v_head Linear(h, 1, bias=False)
+])
+def test_classification_and_reward_heads_follow_sglangs_classes(arch: str, lm_head: bool, score: int) -> None:
+    from sglwrap.memory.model import shape_from_config
+    from sglwrap.memory.weights import estimate_params
+
+    cfg = {"architectures": [arch], "model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
+           "num_key_value_heads": 4, "num_hidden_layers": 28, "intermediate_size": 18944, "vocab_size": 152064,
+           "tie_word_embeddings": False, "id2label": {"0": "LABEL_0"}}
+    shape = shape_from_config(cfg, name="x", source="test", directory=None)
+    assert (shape.lm_head, shape.score_params) == (lm_head, score)
+    causal = shape_from_config({**cfg, "architectures": ["Qwen2ForCausalLM"]}, name="x", source="test",
+                               directory=None)
+    diff = estimate_params(causal)[0] - estimate_params(shape)[0]
+    assert diff == (0 if lm_head else 152064 * 3584 * 2 - score * 2)

@@ -157,3 +157,18 @@ def test_model_catalogue_quantised_weights_match_the_published_checkpoint_size(n
 
     total_bytes, _ = estimate_params(load_shape(name))
     assert abs(total_bytes / (1 << 30) - gib) / gib < 0.005
+
+
+def test_model_catalogue_qwen35_9b_written_from_published_values_matches_the_published_checkpoint() -> None:
+    """Qwen3.5-9B (written from published values, README): the estimate from the file plus the checkpoint's one MTP
+    layer (a full-attention decoder layer with the gated q_proj, the dense MLP, and the 2h -> h ``fc``; SGLang loads it
+    only for speculative decoding, so the estimate leaves it out) is the published index ``total_size``
+    19,306,216,416 B (code-index id 71387934500) within 0.5%; and the classification/reward fields stay off."""
+    from sglwrap.memory.weights import estimate_params
+
+    shape = load_shape("Qwen3.5-9B")
+    total_bytes, _ = estimate_params(shape)
+    h, heads, kv, hd, inter = 4096, 16, 4, 256, 12288
+    mtp = h * heads * hd * 2 + 2 * h * kv * hd + heads * hd * h + 3 * h * inter + 2 * h * h
+    assert abs(total_bytes + 2 * mtp - 19_306_216_416) / 19_306_216_416 < 0.005
+    assert shape.lm_head and shape.score_params == 0 and shape.vision_tp_sharded

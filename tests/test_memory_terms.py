@@ -283,3 +283,16 @@ def test_classification_and_reward_heads_follow_sglangs_classes(arch: str, lm_he
                                directory=None)
     diff = estimate_params(causal)[0] - estimate_params(shape)[0]
     assert diff == (0 if lm_head else 152064 * 3584 * 2 - score * 2)
+
+
+def test_tied_embeddings_get_their_own_head_before_040() -> None:
+    """Corpus 28 (Llama-3.2-1B, tied, 0.3.5 build) logged 2.91 GB of weights, 64 (the same model, 0.4.0) 2.42: SGLang
+    0.3.x's LlamaForCausalLM always built a ParallelLMHead and copied the embedding into it; 0.4.0 shares it."""
+    old, new = _corpus_case("28"), _corpus_case("64")
+    w_old, w_new = _corpus_plan(old).budget.weights, _corpus_plan(new).budget.weights
+    head = 128256 * 2048 * 2
+    assert w_old - w_new == pytest.approx(head, rel=0.001)
+    for case, w in ((old, w_old), (new, w_new)):
+        t = case["truth"]
+        logged = (t["avail_before_weights_gb"] - t["avail_after_weights_gb"]) * GIB
+        assert abs(w - logged) < 0.05 * GIB, case["id"]

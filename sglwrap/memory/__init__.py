@@ -21,7 +21,7 @@ from sglwrap.memory.explain import SURE_FAILURES, Verdict, explain
 from sglwrap.memory.model import ModelShape, load_shape
 from sglwrap.memory.nccl import NcclCost, NcclSettings, comm_cost
 from sglwrap.memory.swa import DEFAULT_SWA_FULL_TOKENS_RATIO
-from sglwrap.memory.weights import Weights, weights_for
+from sglwrap.memory.weights import Weights, as_loaded_by, weights_for
 from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for
 
 SCHEMA_VERSION = 1
@@ -217,7 +217,8 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
                       draft_layers=draft.kv_layers if draft and draft_in_cell else 0, swa_ratio=swa_ratio,
                       mamba_ssm_dtype=args.mamba_ssm_dtype, env=env)
     online = args.quantization if args.quantization and shape.quant_method is None else None
-    weights = weights_for(shape, tp=args.tp_size, attn_tp=args.attn_tp_size, pp=args.pp_size, online_quant=online,
+    weights = weights_for(as_loaded_by(shape, sglang_version), tp=args.tp_size, attn_tp=args.attn_tp_size,
+                          pp=args.pp_size, online_quant=online,
                           sharding=sharding_for(shape, extra, args.tp_size, args.attn_tp_size))
     offload_gb = args.given.get("cpu_offload_gb")
     if isinstance(offload_gb, int | float) and offload_gb > 0:

@@ -182,6 +182,25 @@ def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_
     return total, rank
 
 
+# Classes that, before SGLang 0.4.0, always built their own ``ParallelLMHead`` and copied the embedding into it for a
+# tied checkpoint (0.3.6 ``models/llama.py:305`` and ``:383-421``, ``qwen2.py:276``); 0.4.0 shares the embedding
+# (``llama.py:309-314``, ``qwen2.py:280``). Mistral runs on the Llama class.
+_SEPARATE_TIED_HEAD_BEFORE_040 = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"})
+
+
+def as_loaded_by(shape: ModelShape, version: str | None) -> ModelShape:
+    """``shape`` as the release lays out its weights: a tied checkpoint still gets a separate lm_head before 0.4.0
+    (corpus 28, Llama-3.2-1B on 0.3.5: 2.91 GB logged, 2.44 with the head shared, 2.91 without)."""
+    from dataclasses import replace
+
+    from sglwrap.memory.explain import _vkey
+
+    if (version is not None and _vkey(version) < (0, 4, 0) and shape.tie_word_embeddings and shape.lm_head
+            and shape.architecture in _SEPARATE_TIED_HEAD_BEFORE_040):
+        return replace(shape, tie_word_embeddings=False)
+    return shape
+
+
 def _largest_linear_params(shape: ModelShape, tp: int) -> float:
     """Parameters of the largest single linear weight one rank quantises at once (the fused gate/up of a dense MLP,
     or a MoE layer's fused w13 over all its experts), for the transient FP8 copy of online quantisation."""

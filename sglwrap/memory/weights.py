@@ -221,8 +221,11 @@ def online_load_peak(shape: ModelShape, *, tp: int, attn_tp: int, pp: int, onlin
     ``process_weights_after_loading`` module by module (0.5.16 ``model_loader/loader.py:772-849``), which quantises
     each weight into a new FP8 tensor before the 16-bit one is released. So the peak is the whole model in 16 bits
     plus the largest single weight's FP8 copy; what stays is the FP8 model."""
-    _, rank16 = estimate_params(shape, tp=tp, attn_tp=attn_tp, online_quant=None, sharding=sharding)
+    total16, rank16 = estimate_params(shape, tp=tp, attn_tp=attn_tp, online_quant=None, sharding=sharding)
     rank16 /= pp
+    exact = _exact_total(shape.directory)  # the 16-bit checkpoint on disk: its exact size, split like the estimate
+    if exact is not None and total16 > 0:
+        rank16 = exact[0] * rank16 / total16
     if rank16 <= final_rank:
         return final_rank, ""
     transient = _largest_linear_params(shape, tp) * _linear_bytes(shape, online_quant)

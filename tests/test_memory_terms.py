@@ -296,3 +296,16 @@ def test_tied_embeddings_get_their_own_head_before_040() -> None:
         t = case["truth"]
         logged = (t["avail_before_weights_gb"] - t["avail_after_weights_gb"]) * GIB
         assert abs(w - logged) < 0.05 * GIB, case["id"]
+
+
+def test_lora_pool_of_a_moe_model_has_per_expert_buffers() -> None:
+    """SGLang 0.5.23 mem_pool.init_buffers: with gate_up/down targeted, a MoE model gets 4-D buffers over all its
+    experts on every layer (Qwen3-30B-A3B: 128 experts of 768, hidden 2048, 48 layers, no shared expert)."""
+    facts = resolve_assume("1xH100")
+    argv = ["--model-path", "Qwen3-30B-A3B", "--lora-paths", "a=/tmp/a", "--max-loras-per-batch", "2",
+            "--max-lora-rank", "16", "--lora-target-modules", "gate_proj", "up_proj", "down_proj"]
+    lora = plan(facts, {}, argv, sglang_version="0.5.23").budget.lora
+    e, mi, h, r, n, layers = 128, 768, 2048, 16, 2, 48
+    gate_up = e * 2 * r * h + e * 2 * mi * r
+    down = e * r * mi + e * h * r
+    assert lora == pytest.approx(n * layers * (gate_up + down) * 2, rel=0.001)

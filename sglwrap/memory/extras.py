@@ -328,7 +328,10 @@ def lora_buffers(shape: ModelShape, extra: Extra, tp: int, attn_tp: int | None =
     intermediate``, down ``intermediate -> hidden``). Row-parallel modules (o, down) shard A's input by TP,
     column-parallel ones (qkv, gate_up) shard B's output (qkv over the attention-TP group); the embedding and
     lm_head buffers (targets ``embed_tokens`` / ``lm_head`` / ``all``) are ``(n, r, vocab)`` + ``(n, hidden, r)`` and
-    ``(n, r, hidden)`` + ``(n, vocab / tp, r)``. MoE experts' 4-D buffers are not modelled (dense MLP widths)."""
+    ``(n, r, hidden)`` + ``(n, vocab / tp, r)``. A MoE model's gate_up/down targets get 4-D per-expert buffers
+    ``(n, experts, 2r, hidden)`` / ``(n, experts, 2 x moe_intermediate / tp, r)`` and ``(n, experts, r,
+    moe_intermediate / tp)`` / ``(n, experts, hidden, r)`` on every layer (global expert ids: EP is not modelled),
+    plus the 3-D buffers of the shared experts when it has them."""
     if not extra.lora or not extra.max_loras_per_batch or not extra.max_lora_rank:
         return exact(0, "no LoRA")
     h, r, n = shape.hidden_size, extra.max_lora_rank, extra.max_loras_per_batch
@@ -340,6 +343,13 @@ def lora_buffers(shape: ModelShape, extra: Extra, tp: int, attn_tp: int | None =
     per_layer = {  # (A elements, B elements) per adapter slot and layer, on one rank
         "qkv_proj": (3 * r * h, qkv_out / atp * r), "o_proj": (r * q / atp, h * r),
         "gate_up_proj": (2 * r * h, 2 * inter / tp * r), "down_proj": (r * inter / tp, h * r)}
+    if shape.is_moe:  # init_buffers :611-668: a 4-D per-expert buffer for every layer, plus the shared experts'
+        e, mi = shape.n_routed_experts, shape.moe_intermediate_size  # 3-D one when the model has them
+        shared = shape.shared_expert_intermediate or shape.n_shared_experts * mi
+        per_layer["gate_up_proj"] = (e * 2 * r * h + (2 * r * h if shared else 0),
+                                     e * 2 * mi / tp * r + (2 * shared / tp * r if shared else 0))
+        per_layer["down_proj"] = (e * r * mi / tp + (r * shared / tp if shared else 0),
+                                  e * h * r + (h * r if shared else 0))
     elems = shape.num_layers * sum(a + b for m, (a, b) in per_layer.items() if m in mods)
     if "embed_tokens" in mods:
         elems += r * shape.vocab_size + h * r

@@ -26,13 +26,14 @@ class Weights:
     per_rank_bytes: int
     source: str  # "index total_size", "safetensors headers", "weights.json", "params x dtype"
     params_total: int
-    load_peak_bytes: int = 0  # the most loaded rank's peak while loading (> per_rank_bytes with online quantisation)
+    load_extra_bytes: int = 0  # what loading holds beyond per_rank_bytes at its peak (online quantisation)
     load_peak_source: str = ""
 
     @property
     def peak_bytes(self) -> int:
-        """What loading needs at its peak on the most loaded rank (at least the loaded weights)."""
-        return max(self.per_rank_bytes, self.load_peak_bytes)
+        """What loading needs at its peak on the most loaded rank: the loaded weights plus the loading excess (kept
+        as an excess so that a later change of ``per_rank_bytes``, e.g. ``--cpu-offload-gb``, moves the peak too)."""
+        return self.per_rank_bytes + max(0, self.load_extra_bytes)
 
 
 def _exact_total(directory: str | None) -> tuple[int, str] | None:
@@ -251,4 +252,4 @@ def weights_for(shape: ModelShape, *, tp: int, attn_tp: int, pp: int = 1, online
         total, source = exact
         return Weights(total, int(total * est_rank / est_total), source, int(est_total))
     return Weights(int(est_total), int(est_rank), "params x dtype (no checkpoint index found)", int(est_total),
-                   int(peak), peak_how)
+                   int(max(0.0, peak - est_rank)), peak_how)

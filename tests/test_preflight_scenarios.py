@@ -22,7 +22,9 @@ from sglwrap.profiles import Profile, load_profile
 from sglwrap.sglang.flags import bundled_table
 
 FIX = Path(__file__).parent / "fixtures" / "hostfacts"
-STORY_STACK = {"sglang": "0.5.23", "torch": "2.9.1+cu128", "flashinfer-python": "0.6.16", "driver": "580.95.05"}
+# flashinfer 0.7.2: what SGLang 0.5.23 asserts at startup (compat sglang-0.5.23-flashinfer-floor); the story's own
+# 0.6.16 is kept only where a test is about that version
+STORY_STACK = {"sglang": "0.5.23", "torch": "2.9.1+cu128", "flashinfer-python": "0.7.2", "driver": "580.95.05"}
 STORY_PROFILE = """\
 name: story
 description: the reference story's fewchan launch with every optimisation it tried, as preferences

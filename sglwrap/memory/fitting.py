@@ -238,6 +238,7 @@ def fit_weights_extra(cases: list[dict[str, Any]], repo: Path) -> dict[str, Any]
     """Logged weight memory minus the weights computed from the config (non-parameter buffers, padding)."""
     from sglwrap.memory.model import load_shape
     from sglwrap.memory.weights import weights_for
+    from sglwrap.sglang.cmdline import cmdline_for
 
     pts: list[tuple[str, float, float]] = []
     for c in cases:
@@ -246,7 +247,7 @@ def fit_weights_extra(cases: list[dict[str, Any]], repo: Path) -> dict[str, Any]
         model = c.get("model_config")
         if w is None or not model:
             continue
-        tp = int(argv[argv.index("--tp") + 1]) if "--tp" in argv else 1
+        tp = cmdline_for([str(a) for a in argv], c.get("version_for_plan")).tp if argv else 1  # one reading of argv
         shape = load_shape(str(repo / model) if "/" in str(model) else str(model))
         pred = weights_for(shape, tp=tp, attn_tp=tp, pp=1, online_quant=None).per_rank_bytes / GIB
         pts.append((c["id"], float(w), round(float(w) - pred, 3)))

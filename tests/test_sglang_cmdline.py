@@ -211,20 +211,22 @@ def test_long_names_of_older_releases_read_as_todays() -> None:
 
 
 def test_a_table_standing_in_for_an_unread_release_passes_unknown_options_on_unchecked() -> None:
-    """0.4.6.post5 was never read: its command line is read with 0.4.6's table, which must not refuse what the
-    post release added (--pp, new choices); a known option written with underscores is still refused."""
+    """A release sglwrap has not read (here 0.5.24, newer than any it ships) is read with the nearest table, 0.5.23's,
+    which must not refuse what the newer release may have added (an option, a choice); a known option written with
+    underscores is still refused, as every release refuses it."""
     from sglwrap.errors import UsageError
     from sglwrap.sglang.cmdline import parse_cmdline
     from sglwrap.sglang.flags import bundled_table
 
-    exact, stand_in = bundled_table("0.4.6"), bundled_table("0.4.6.post5")
-    assert exact.stands_in_for is None and stand_in.version == "0.4.6" and stand_in.stands_in_for == "0.4.6.post5"
-    argv = ["--model-path", "m", "--pp", "2", "--attention-backend", "a-backend-0.4.6-lacks"]
+    exact, stand_in = bundled_table("0.5.23"), bundled_table("0.5.24")
+    assert exact.stands_in_for is None and stand_in.version == "0.5.23" and stand_in.stands_in_for == "0.5.24"
+    assert bundled_table("0.4.6.post5").stands_in_for is None  # post releases are read too
+    argv = ["--model-path", "m", "--an-option-0523-lacks", "2", "--attention-backend", "a-backend-0523-lacks"]
     with pytest.raises(UsageError, match="invalid choice"):
         parse_cmdline(argv, exact)
-    with pytest.raises(UsageError, match="no option '--pp'"):
+    with pytest.raises(UsageError, match="no option '--an-option-0523-lacks'"):
         parse_cmdline(argv[:4], exact)
     cmd = parse_cmdline(argv, stand_in)
-    assert cmd.unchecked == ("--pp", "2") and cmd.get("attention_backend") == "a-backend-0.4.6-lacks"
+    assert cmd.unchecked == ("--an-option-0523-lacks", "2") and cmd.get("attention_backend") == "a-backend-0523-lacks"
     with pytest.raises(UsageError, match="--enable_metrics"):
         parse_cmdline(["--model-path", "m", "--enable_metrics"], stand_in)

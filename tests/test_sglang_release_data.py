@@ -19,8 +19,19 @@ import pytest
 from sglwrap.sglang import generate
 
 DATA = Path(__file__).resolve().parents[1] / "sglwrap" / "data" / "sglang"
-RELEASES = ["0.2.15", "0.3.0", "0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.4.10",
-            *(f"0.5.{n}" for n in range(1, 24))]
+# PyPI's sglang releases from 0.3.0 to 0.5.23 without release candidates (`pip download sglang==` lists them), and
+# 0.2.15
+RELEASES = ["0.2.15", *"""
+0.3.0 0.3.1 0.3.1.post1 0.3.1.post2 0.3.1.post3 0.3.2 0.3.3 0.3.3.post1 0.3.4 0.3.4.post1 0.3.4.post2 0.3.5
+0.3.5.post1 0.3.5.post2 0.3.6 0.3.6.post1 0.3.6.post2 0.3.6.post3 0.4.0 0.4.0.post1 0.4.0.post2 0.4.1 0.4.1.post1
+0.4.1.post2 0.4.1.post3 0.4.1.post4 0.4.1.post5 0.4.1.post6 0.4.1.post7 0.4.2 0.4.2.post1 0.4.2.post2 0.4.2.post3
+0.4.2.post4 0.4.3 0.4.3.post1 0.4.3.post2 0.4.3.post3 0.4.3.post4 0.4.4 0.4.4.post1 0.4.4.post2 0.4.4.post3
+0.4.4.post4 0.4.5 0.4.5.post1 0.4.5.post2 0.4.5.post3 0.4.6 0.4.6.post1 0.4.6.post2 0.4.6.post3 0.4.6.post4
+0.4.6.post5 0.4.7 0.4.7.post1 0.4.8 0.4.8.post1 0.4.9 0.4.9.post1 0.4.9.post2 0.4.9.post3 0.4.9.post4 0.4.9.post5
+0.4.9.post6 0.4.10 0.4.10.post1 0.4.10.post2 0.5.1 0.5.1.post1 0.5.1.post2 0.5.1.post3 0.5.2 0.5.3 0.5.3.post1
+0.5.3.post2 0.5.3.post3 0.5.4 0.5.4.post1 0.5.4.post2 0.5.4.post3 0.5.5 0.5.5.post1 0.5.5.post2 0.5.5.post3 0.5.6
+0.5.6.post1 0.5.6.post2 0.5.7 0.5.8 0.5.8.post1 0.5.9 0.5.10 0.5.10.post1 0.5.11 0.5.12 0.5.12.post1 0.5.13
+0.5.13.post1 0.5.14 0.5.15 0.5.15.post1 0.5.16 0.5.17 0.5.18 0.5.19 0.5.20 0.5.21 0.5.22 0.5.23""".split()]
 FLAG_KEYS = {"options", "dest", "nargs", "action", "type", "choices", "default", "required", "const", "new_flag"}
 TYPES = {"int", "float", "str", "json", "bool"}
 
@@ -101,8 +112,9 @@ def test_bundled_data_is_reproducible_text() -> None:
 
 
 def test_bundled_data_small_enough() -> None:
+    # every release from 0.3.0 to 0.5.23 (111 files, about 7 MB; a wheel deflates JSON to about a tenth)
     total = sum(p.stat().st_size for p in DATA.glob("sglang-*.json"))
-    assert total < 6 * 1024 * 1024, total
+    assert total < 9 * 1024 * 1024, total
 
 
 def test_cross_checks_recorded_clean() -> None:

@@ -195,3 +195,21 @@ def test_memory_corpus_dp_attention_weights_follow_sglangs_deepseek_loader() -> 
     full = plan(facts, {}, recipe, sglang_version="0.5.23").budget.weights / GIB
     assert plain < 0.9 * t["weight_mem_gb"]
     assert abs(full - t["weight_mem_gb"]) / t["weight_mem_gb"] < 0.03
+
+
+def _memory_failures() -> list[dict[str, Any]]:
+    return [c for c in _cases() if c["outcome"] in ("kv_pool_oom", "weights_dont_fit", "graph_oom")
+            and c.get("argv") and c["gpu"].get("catalogue")]
+
+
+@pytest.mark.parametrize("case", _memory_failures(), ids=lambda c: c["id"])
+def test_memory_corpus_every_plannable_memory_failure_is_predicted(case: dict[str, Any]) -> None:
+    """A launch that died of memory (KV pool, weights, graph capture) and can be planned from scratch is not
+    predicted to fit: graph_oom_risk (exit 1) or a sure *_oom / weights_dont_fit (exit 78)."""
+    p = _plan(case)
+    assert p.verdict not in ("fits", "fits_tight") and p.exit_code in (1, 78), (case["id"], p.verdict)
+
+
+def test_memory_corpus_has_plannable_failures_of_each_kind() -> None:
+    kinds = {c["outcome"] for c in _memory_failures()}
+    assert {"graph_oom", "weights_dont_fit"} <= kinds and len(_memory_failures()) >= 3

@@ -351,9 +351,47 @@ def test_memory_defaults_view() -> None:
     assert (view.mem_fraction_static, view.chunked_prefill_size, view.reserved_mib) == (0.874, 8192, 10240)
 
 
+def test_0_4_7_big_gpu_takes_the_smaller_of_two_fractions() -> None:
+    # 0.4.7 server_args.py:262-281: 143771 > 81920 -> 0.88; > 96 GiB -> min(0.88 + 49152 * 0.12 / 143771,
+    # (143771 - 18432) / 143771) = min(0.92103, 0.87180)
+    res = r("0.4.7", H200)
+    assert res.mem_fraction_static == pytest.approx(125339 / 143771)
+    assert res.chunked_prefill_size == 8192
+    # with speculative decoding the reserve is 20 GiB: (143771 - 20480) / 143771
+    assert r("0.4.7", H200, speculative_algorithm="EAGLE").mem_fraction_static == pytest.approx(123291 / 143771)
+
+
+def test_0_4_7_speculative_decoding_scales_the_ladder_and_b200_is_flat() -> None:
+    # 0.4.7 server_args.py:282-283: <= 96 GiB with speculative decoding: 0.88 x 0.95
+    assert r("0.4.7", H100, speculative_algorithm="EAGLE").mem_fraction_static == pytest.approx(0.836)
+    assert r("0.4.7", H100).mem_fraction_static == 0.88
+    # :260-261 and :287-288: above 180 GB 0.79 and 16384 chunked prefill
+    res = r("0.4.7", B200)
+    assert (res.mem_fraction_static, res.chunked_prefill_size) == (0.79, 16384)
+    # cuda_graph_runner.py:150-153: 182623 > 96 GiB adds 160..256/8 and > 180 GB 256..512/16 -> max 512
+    assert res.cuda_graph_max_bs == 512
+
+
+def test_0_4_8_already_uses_the_bucket_reserve_without_a_vlm_factor() -> None:
+    # 0.4.8 server_args.py:274-313: 81559 < 90 GiB -> reserve (9.5 + 1/2) GiB = 10240; round(71319 / 81559, 3)
+    assert r("0.4.8", H100).mem_fraction_static == 0.874
+    # no multimodal factor in 0.4.8's ServerArgs (0.4.9 added x 0.90 there)
+    assert r("0.4.8", H100, VLM).mem_fraction_static == 0.874
+    assert r("0.4.9", H100, VLM).mem_fraction_static == pytest.approx(0.874 * 0.90)
+
+
+def test_vlm_factor_reads_num_hidden_layers_as_the_config_spells_it() -> None:
+    # Qwen2.5-VL: vision_config has depth 32 but no num_hidden_layers -> SGLang takes 24 (0.5.2
+    # server_args.py:2524-2525); ratio 24 x 1280^2 / (24 x 1024^2) = 1.5625 -> 0.95 x (1 - 0.05625)
+    qwen25vl = ModelTraits(architectures=("Qwen2_5_VLForConditionalGeneration",), is_multimodal=True,
+                           vision_hidden_size=1280)
+    assert r("0.5.2", H100, qwen25vl).mem_fraction_static == pytest.approx(0.874 * 0.95 * 0.94375)
+    assert round(r("0.5.2", H100, qwen25vl).mem_fraction_static, 4) == 0.7836  # the log's value
+
+
 # ---- range bookkeeping ------------------------------------------------------------------------------------------
 
-HAND_CASE_RANGES = {"0.2.15", "0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
+HAND_CASE_RANGES = {"0.2.15", "0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
                     "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14",
                     "0.5.15", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.22", "0.5.23"}
 
@@ -363,7 +401,7 @@ def test_every_range_has_a_hand_computed_case_above() -> None:
 
 
 @pytest.mark.parametrize(("version", "first"), [
-    ("0.3.0", "0.2.15"), ("0.3.5", "0.2.15"), ("0.4.1", "0.4.0"), ("0.4.8", "0.4.6"), ("0.5.1", "0.4.10"),
+    ("0.3.0", "0.2.15"), ("0.3.5", "0.2.15"), ("0.4.1", "0.4.0"), ("0.4.8", "0.4.8"), ("0.4.7.post1", "0.4.7"), ("0.5.1", "0.4.10"),
     ("0.5.11", "0.5.11"), ("0.5.16", "0.5.15"), ("0.5.21", "0.5.20"), ("0.5.24", "0.5.23"), ("0.5.9rc1", "0.5.9"),
     ("0.4.6.post2", "0.4.6"),
 ])

@@ -1,7 +1,7 @@
 """What a given SGLang release will do with a launch: the defaults its ``ServerArgs`` fills in, per release range.
 
 ``resolve_server_args(given, version, gpu, model)`` applies the rules of the release range ``version`` falls in
-(``sglwrap/sglang/rules/``: ``legacy`` 0.2.15-0.4.8, ``bucket_reserve`` 0.4.9-0.5.2, ``terms`` 0.5.3-0.5.23), each
+(``sglwrap/sglang/rules/``: ``legacy`` 0.2.15-0.4.7, ``bucket_reserve`` 0.4.8-0.5.2, ``terms`` 0.5.3-0.5.23), each
 coded from that release's ``server_args.py`` (and ``srt/arg_groups/*_hook.py`` from 0.5.19) with the lines cited.
 Nothing here imports SGLang or touches a GPU: the GPU facts come in as :class:`GpuInfo`.
 """
@@ -32,12 +32,17 @@ class ModelTraits:
     """From the model's config.json (the caller builds it).
 
     ``vision_params``: the vision tower's layers x (4 h^2 + 2 h i), as ``sglwrap.memory.model`` counts it.
+    ``vision_num_hidden_layers`` / ``vision_hidden_size``: ``vision_config.num_hidden_layers`` and
+    ``vision_config.hidden_size`` exactly as config.json spells them (None when absent: Qwen2.5-VL names its depth
+    ``depth``), which is what SGLang's ``adjust_mem_fraction_for_vlm`` reads (defaults 24 and 1024).
     """
 
     architectures: tuple[str, ...] = ()
     is_mla: bool = False
     is_multimodal: bool = False
     vision_params: int | None = None
+    vision_num_hidden_layers: int | None = None
+    vision_hidden_size: int | None = None
     is_hybrid_swa: bool = False
     is_hybrid_mamba: bool = False
     num_hidden_layers: int | None = None

@@ -140,14 +140,19 @@ def tp_fraction(table: Mapping[int, float], tp: int) -> float:
 
 
 def vlm_factor(model: ModelTraits | None) -> float:
-    """``adjust_mem_fraction_for_vlm`` (0.4.10 server_args.py:1946-1986, unchanged to 0.5.23 memory_hook.py:417-462).
-
-    SGLang scales by ViT layers x hidden^2 relative to ViT-L/14 (24 x 1024^2).  ``ModelTraits.vision_params`` is the
-    caller's parameter count, layers x (4 h^2 + 2 h i); with i = 4h this is 12 x layers x h^2, so the ratio below
-    equals SGLang's when the tower's MLP is 4x wide (the same convention as sglwrap/memory/defaults.py).
+    """``adjust_mem_fraction_for_vlm`` (0.4.10 server_args.py:1946-1986, 0.5.2 :2513-2547, unchanged to 0.5.23
+    memory_hook.py:417-462): 0.95 x clamp(1 - 0.1 (ratio - 1), 0.8, 1.05), ratio = ViT layers x hidden^2 relative to
+    ViT-L/14 (24 x 1024^2), with ``vision_config.num_hidden_layers`` (default 24) and ``.hidden_size`` (default 1024)
+    read as the config spells them.  When the caller gave neither (``ModelTraits`` built without them) the tower's
+    parameter count ``vision_params`` (layers x (4 h^2 + 2 h i)) stands in, assuming i = 4h.
     """
-    vp = model.vision_params if model is not None else None
-    ratio = vp / (24 * (4 * 1024 * 1024 + 2 * 1024 * 4096)) if vp else 1.0
+    if model is not None and (model.vision_num_hidden_layers is not None or model.vision_hidden_size is not None):
+        layers = model.vision_num_hidden_layers or 24
+        hidden = model.vision_hidden_size or 1024
+        ratio = layers * hidden * hidden / (24 * 1024 * 1024)
+    else:
+        vp = model.vision_params if model is not None else None
+        ratio = vp / (24 * (4 * 1024 * 1024 + 2 * 1024 * 4096)) if vp else 1.0
     return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 

@@ -1,7 +1,9 @@
-"""SGLang 0.4.9 - 0.5.2: ``--mem-fraction-static`` = (gpu - reserve) / gpu with a reserve per GPU-memory bucket.
+"""SGLang 0.4.8 - 0.5.2: ``--mem-fraction-static`` = (gpu - reserve) / gpu with a reserve per GPU-memory bucket.
 
 Ranges:
 
+- 0.4.8  <= v < 0.4.9   server_args.py:274-338 (the same reserve, chunked prefill and max bs text as 0.4.9; no VLM
+                        factor in ServerArgs: the ModelRunner x 0.90), cuda_graph_runner.py:138-187
 - 0.4.9  <= v < 0.4.10  server_args.py:280-352 (reserve, chunked prefill, graph max bs), cuda_graph_runner.py:138-181
 - 0.4.10 <= v < 0.5.2   server_args.py:286-357 (0.4.10; 0.5.1 :354-425 same text), VLM factor :1946-1986,
                         cuda_graph_runner.py:138-188 (0.5.1/0.5.2 :165-215 same text)
@@ -44,11 +46,40 @@ def _reserve_mib(ctx: Ctx, gpu_mem: float, *, standalone_6g: bool) -> float:
     return reserved
 
 
-def _resolve(ctx: Ctx, *, r0410: bool, r052: bool) -> None:
+def runner_sizes(ctx: Ctx, gpu_mem: float | None, max_bs: int | None, *,
+                 big: tuple[float, float] = (90 * 1024, 160 * 1000)) -> list[int]:
+    """The runner's ``get_batch_sizes_to_capture`` list before the request-pool cap (0.4.8 cuda_graph_runner.py:
+    138-187, 0.4.9 :138-181, 0.4.10 :138-188, 0.5.1/0.5.2 :165-215): sizes to 160 (a sparser list under speculative
+    decoding), +160..256 above ``big[0]`` MiB, +256..512 above ``big[1]`` MiB (0.4.7 :129-177: 96 GiB and 180 GB),
+    then cut at max_bs and extended to it by 16."""
+    if ctx.has("cuda_graph_bs"):
+        sizes = [int(b) for b in ctx.given["cuda_graph_bs"]]  # type: ignore[attr-defined]
+    else:
+        if ctx.spec is None:
+            sizes = (list(range(1, 33)) + list(range(48, 161, 16)) if ctx.flag("disable_cuda_graph_padding")
+                     else [1, 2, 4, 8] + list(range(16, 161, 8)))
+        else:
+            sizes = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 64, 8)) + list(range(80, 161, 16))
+        if gpu_mem is not None and gpu_mem > big[0]:
+            sizes += list(range(160, 257, 8))
+        if gpu_mem is not None and gpu_mem > big[1]:
+            sizes += list(range(256, 513, 16))
+    if ctx.flag("enable_two_batch_overlap"):
+        sizes = [s for s in sizes if s % 2 == 0]
+    if max_bs:
+        sizes = [s for s in sizes if s <= max_bs]
+        if not sizes or max(sizes) < max_bs:
+            sizes += list(range(max(sizes) if sizes else 16, max_bs + 1, 16))
+    return sizes
+
+
+def _resolve(ctx: Ctx, *, r0410: bool, r052: bool, r048: bool = False) -> None:
     if r052:
         mfs_where, cps_where, bs_where = "server_args.py:452-506", "server_args.py:509-519", "server_args.py:521-528"
     elif r0410:
         mfs_where, cps_where, bs_where = "server_args.py:286-335", "server_args.py:338-348", "server_args.py:350-357"
+    elif r048:
+        mfs_where, cps_where, bs_where = "server_args.py:274-315", "server_args.py:318-328", "server_args.py:331-338"
     else:
         mfs_where, cps_where, bs_where = "server_args.py:280-329", "server_args.py:332-343", "server_args.py:345-352"
     gpu_mem = ctx.gpu_mem
@@ -64,7 +95,10 @@ def _resolve(ctx: Ctx, *, r0410: bool, r052: bool) -> None:
         else:
             reserved, frac = None, 0.88
             ctx.note(f"GPU memory unknown: SGLang's fallback mem_fraction_static 0.88 ({ctx.version} {mfs_where})")
-        if ctx.is_multimodal:
+        if ctx.is_multimodal and r048:
+            ctx.note("multimodal: 0.4.8's ServerArgs leaves the fraction alone; the ModelRunner scales it "
+                     "(sglwrap.memory.defaults.runner_multimodal_factor)")
+        elif ctx.is_multimodal:
             if r0410:
                 frac *= vlm_factor(ctx.model)
                 ctx.note("multimodal: mem_fraction_static x 0.95 x ViT-size factor (adjust_mem_fraction_for_vlm)")
@@ -95,25 +129,9 @@ def _resolve(ctx: Ctx, *, r0410: bool, r052: bool) -> None:
     max_bs: int | None = (int(user_bs) if user_bs is not None  # type: ignore[call-overload]
                           else ((8 if ctx.tp < 4 else 80) if small else None))
     runner = "cuda_graph_runner.py:165-215" if ctx.version.startswith("0.5") else (
-        "cuda_graph_runner.py:138-188" if r0410 else "cuda_graph_runner.py:138-181")
-    if ctx.has("cuda_graph_bs"):
-        sizes = [int(b) for b in ctx.given["cuda_graph_bs"]]  # type: ignore[attr-defined]
-    else:
-        if ctx.spec is None:
-            sizes = (list(range(1, 33)) + list(range(48, 161, 16)) if ctx.flag("disable_cuda_graph_padding")
-                     else [1, 2, 4, 8] + list(range(16, 161, 8)))
-        else:
-            sizes = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 64, 8)) + list(range(80, 161, 16))
-        if gpu_mem is not None and gpu_mem > 90 * 1024:
-            sizes += list(range(160, 257, 8))
-        if gpu_mem is not None and gpu_mem > 160 * 1000:
-            sizes += list(range(256, 513, 16))
-    if ctx.flag("enable_two_batch_overlap"):
-        sizes = [s for s in sizes if s % 2 == 0]
-    if max_bs:
-        sizes = [s for s in sizes if s <= max_bs]
-        if not sizes or max(sizes) < max_bs:
-            sizes += list(range(max(sizes) if sizes else 16, max_bs + 1, 16))
+        "cuda_graph_runner.py:138-188" if r0410 else
+        ("cuda_graph_runner.py:138-187" if r048 else "cuda_graph_runner.py:138-181"))
+    sizes = runner_sizes(ctx, gpu_mem, max_bs)
     if r0410 and dp_attn_on:
         ctx.note(f"DP attention: the runner keeps only batch sizes divisible by the attention-TP size ({runner})")
     capture = filter_capture(sizes, ctx, max_bs, runner)
@@ -126,7 +144,8 @@ def _resolve(ctx: Ctx, *, r0410: bool, r052: bool) -> None:
     ctx.put("prefill_graph_sizes", (), ctx.cite("(no prefill graphs before 0.5.4)"))
     spec_max_running_requests(ctx, ("EAGLE", "EAGLE3", "STANDALONE") if r052 else ("EAGLE", "EAGLE3"),
                               "server_args.py:723-730" if r052
-                              else ("server_args.py:494-496" if r0410 else "server_args.py:465-467"))
+                              else ("server_args.py:494-496" if r0410 else
+                                    ("server_args.py:449-451" if r048 else "server_args.py:465-467")))
     backend = ctx.str_("attention_backend")
     page_size(ctx, backend, where="server_args.py (flashmla/cutlass_mla page size)",
               trtllm=Version(ctx.version) >= Version("0.5"))
@@ -137,6 +156,12 @@ def _resolve(ctx: Ctx, *, r0410: bool, r052: bool) -> None:
     else:
         ctx.put("attention_backend", backend, "user")
     custom_all_reduce(ctx, "server_args.py disable_custom_all_reduce")
+
+
+def resolve_0_4_8(ctx: Ctx) -> None:
+    """0.4.8: 0.4.9's bucket reserve, chunked prefill and runner list already (server_args.py:274-338,
+    cuda_graph_runner.py:138-187); the multimodal reduction is still the ModelRunner's, not ServerArgs'."""
+    _resolve(ctx, r0410=False, r052=False, r048=True)
 
 
 def resolve_0_4_9(ctx: Ctx) -> None:
@@ -155,6 +180,7 @@ def resolve_0_5_2(ctx: Ctx) -> None:
 
 
 RANGES = (
+    Range("0.4.8", "0.4.8: server_args.py:274-338, cuda_graph_runner.py:138-187", resolve_0_4_8),
     Range("0.4.9", "0.4.9: server_args.py:280-352, cuda_graph_runner.py:138-181", resolve_0_4_9),
     Range("0.4.10", "0.4.10-0.5.1: server_args.py:286-357 (0.4.10), cuda_graph_runner.py:138-188", resolve_0_4_10),
     Range("0.5.2", "0.5.2: server_args.py:452-528, cuda_graph_runner.py:165-215", resolve_0_5_2),

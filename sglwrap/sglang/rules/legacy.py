@@ -1,4 +1,4 @@
-"""SGLang 0.2.15 - 0.4.8: ``--mem-fraction-static`` from a TP-size ladder (no reserve formula).
+"""SGLang 0.2.15 - 0.4.7: ``--mem-fraction-static`` from a TP-size ladder (no reserve formula).
 
 Ranges (each starts at a release read in full; releases in between take the rules of the range they fall in):
 
@@ -6,12 +6,15 @@ Ranges (each starts at a release read in full; releases in between take the rule
 - 0.3.6  <= v < 0.4.0   server_args.py:140-205, cuda_graph_runner.py:119-129
 - 0.4.0  <= v < 0.4.3   server_args.py:141-219, cuda_graph_runner.py:128-138
 - 0.4.3  <= v < 0.4.6   server_args.py:173-284, cuda_graph_runner.py:109-135 (0.4.1, 0.4.2 not read: 0.4.0 rules)
-- 0.4.6  <= v < 0.4.9   server_args.py:200-388, cuda_graph_runner.py:119-155, model_runner.py:234-265
+- 0.4.6  <= v < 0.4.7   server_args.py:200-388, cuda_graph_runner.py:119-155, model_runner.py:234-265
+- 0.4.7  <= v < 0.4.8   server_args.py:253-356 (big-GPU fraction, x 0.95 with speculative decoding),
+                        cuda_graph_runner.py:129-177 (0.4.8's list with 96 GiB / 180 GB steps)
 """
 
 from __future__ import annotations
 
 from sglwrap.sglang.rules._base import Ctx, Range, filter_capture, tp_fraction
+from sglwrap.sglang.rules.bucket_reserve import runner_sizes
 from sglwrap.sglang.rules.common import custom_all_reduce, decode_graph_flags, page_size, spec_max_running_requests
 
 # 0.2.15 server_args.py:109-119 (0.3.0 identical)
@@ -193,24 +196,62 @@ def resolve_0_4_3(ctx: Ctx) -> None:
 
 
 # ---- 0.4.6 <= v < 0.4.9 -----------------------------------------------------------------------------------------
+def _mfs_0_4_7(ctx: Ctx, gpu_mem: float | None) -> tuple[float, float | None]:
+    """0.4.7 server_args.py:253-283: the TP ladder up to 81920 MiB (0.88 above, and with no GPU); then above
+    180 GB 0.79 flat, above 96 GiB min(f + 48 GiB (1 - f) / gpu, (gpu - 18 GiB) / gpu) (20 GiB with speculative
+    decoding), otherwise x 0.95 under speculative decoding.  Returns (fraction, reserve MiB or None)."""
+    frac = tp_fraction(TP_LADDER_0_4_0, ctx.tp * ctx.pp) if gpu_mem is not None and gpu_mem <= 81920 else 0.88
+    if gpu_mem is not None and gpu_mem > 180 * 1000:
+        return 0.79, gpu_mem * 0.21
+    if gpu_mem is not None and gpu_mem > 96 * 1024:
+        reserve = 1024 * (20 if ctx.spec is not None else 18)
+        frac = min(frac + 48 * 1024 * (1 - frac) / gpu_mem, (gpu_mem - reserve) / gpu_mem)
+        return frac, gpu_mem * (1 - frac)
+    if ctx.spec is not None:
+        frac *= 0.95
+    return frac, None
+
+
 def resolve_0_4_6(ctx: Ctx) -> None:
     """0.4.6: ladder up to 81920 MiB, above it (gpu - 13 GiB) / gpu; no max bs default above 25000 MiB."""
+    _resolve_0_4_6(ctx, r047=False)
+
+
+def resolve_0_4_7(ctx: Ctx) -> None:
+    """0.4.7: big-GPU fraction rules and x 0.95 for speculative decoding (server_args.py:253-283), 16384 chunked
+    prefill above 180 GB (:286-295), the runner list of 0.4.8+ with 96 GiB / 180 GB steps (cuda_graph_runner.py:
+    129-177)."""
+    _resolve_0_4_6(ctx, r047=True)
+
+
+def _resolve_0_4_6(ctx: Ctx, *, r047: bool) -> None:
     gpu_mem = ctx.gpu_mem
-    if gpu_mem is None:
+    reserved: float | None = None
+    if r047:
+        frac, reserved = _mfs_0_4_7(ctx, gpu_mem)
+        if gpu_mem is None:
+            ctx.note("GPU memory unknown: 0.4.7 falls back to mem_fraction_static 0.88 (server_args.py:253-267)")
+    elif gpu_mem is None:
         ctx.note("GPU memory unknown: 0.4.6 compares None <= 81920 and fails; the TP ladder is used here "
                  "(server_args.py:222-226)")
         frac = tp_fraction(TP_LADDER_0_4_0, ctx.tp)
     elif gpu_mem <= 81920:
         frac = tp_fraction(TP_LADDER_0_4_0, ctx.tp)
     else:
-        frac = (gpu_mem - 1024 * 13) / gpu_mem
-    _mfs(ctx, frac, "server_args.py:224-238")
-    if gpu_mem is not None and gpu_mem > 81920 and not ctx.has("mem_fraction_static"):
-        ctx.values["reserved_mib"] = 13 * 1024.0
+        frac, reserved = (gpu_mem - 1024 * 13) / gpu_mem, 13 * 1024.0
+    _mfs(ctx, frac, "server_args.py:253-283" if r047 else "server_args.py:224-238")
+    if reserved is not None and not ctx.has("mem_fraction_static"):
+        ctx.values["reserved_mib"] = reserved
     small = gpu_mem is not None and gpu_mem < 25_000
-    cps = int(ctx.take("chunked_prefill_size", 2048 if small else 8192,  # type: ignore[call-overload]
-                       ctx.cite("server_args.py:241-246")))
-    if ctx.flag("enable_dp_attention"):  # server_args.py:290-300
+    if r047:
+        big = gpu_mem is not None and gpu_mem > 180_000
+        disagg = ctx.str_("disaggregation_mode") not in (None, "null")
+        cps_d = 16384 if big else (2048 if small else (16384 if disagg else 8192))
+    else:
+        cps_d = 2048 if small else 8192
+    cps = int(ctx.take("chunked_prefill_size", cps_d,  # type: ignore[call-overload]
+                       ctx.cite("server_args.py:286-295" if r047 else "server_args.py:241-246")))
+    if ctx.flag("enable_dp_attention"):  # server_args.py:290-300 (0.4.7 :350-356)
         if ctx.dp <= 1:
             ctx.note("--enable-dp-attention needs --dp-size > 1 in 0.4.6 (an assert, server_args.py:293-295)")
         cps //= max(1, ctx.dp)
@@ -222,7 +263,9 @@ def resolve_0_4_6(ctx: Ctx) -> None:
     user_bs = ctx.given.get("cuda_graph_max_bs")
     max_bs: int | None = (int(user_bs) if user_bs is not None  # type: ignore[call-overload]
                           else ((8 if ctx.tp < 4 else 80) if small else None))
-    if ctx.has("cuda_graph_bs"):
+    if r047:
+        sizes = runner_sizes(ctx, gpu_mem, max_bs, big=(96 * 1024, 180 * 1000))
+    elif ctx.has("cuda_graph_bs"):
         sizes = [int(b) for b in ctx.given["cuda_graph_bs"]]  # type: ignore[attr-defined]
     else:
         # cuda_graph_runner.py:123-140
@@ -233,15 +276,16 @@ def resolve_0_4_6(ctx: Ctx) -> None:
             sizes = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 161, 16))
         if gpu_mem is not None and gpu_mem > 81920 and ctx.dp == 1:
             sizes += list(range(160, 257, 8))
-    capture = filter_capture(sizes, ctx, max_bs, "cuda_graph_runner.py:142-153", add_pool=(-1, 0))
+    capture = filter_capture(sizes, ctx, max_bs, "cuda_graph_runner.py:155-170" if r047 else
+                             "cuda_graph_runner.py:142-153", add_pool=(0,) if r047 else (-1, 0))
     on = decode_graph_flags(ctx, torch_native_disables=True, per_phase_flags=False, where="server_args.py:279-283")
-    where = "cuda_graph_runner.py:119-155"
+    where = "cuda_graph_runner.py:129-177" if r047 else "cuda_graph_runner.py:119-155"
     ctx.put("decode_cuda_graph", on, ctx.cite(where))
     ctx.put("cuda_graph_max_bs", (max(capture) if capture else 0) if on else 0,
             "user" if user_bs is not None else ctx.cite("server_args.py:260-267, " + where))
     ctx.put("cuda_graph_bs", tuple(capture) if on else (), ctx.cite(where))
     _no_prefill_graph(ctx, where)
-    spec_max_running_requests(ctx, ("EAGLE", "EAGLE3"), "server_args.py:321-323")
+    spec_max_running_requests(ctx, ("EAGLE", "EAGLE3"), "server_args.py:420-422" if r047 else "server_args.py:321-323")
     backend = ctx.str_("attention_backend")
     page_size(ctx, backend, where="server_args.py:253-257", trtllm=False)
     if backend is None:
@@ -266,5 +310,6 @@ RANGES = (
     Range("0.3.6", "0.3.6-0.3.x: server_args.py:156-199, cuda_graph_runner.py:119-129", resolve_0_3_6),
     Range("0.4.0", "0.4.0-0.4.2: server_args.py:158-214, cuda_graph_runner.py:128-138", resolve_0_4_0),
     Range("0.4.3", "0.4.3-0.4.5: server_args.py:195-272, cuda_graph_runner.py:109-135", resolve_0_4_3),
-    Range("0.4.6", "0.4.6-0.4.8: server_args.py:224-323, cuda_graph_runner.py:119-155", resolve_0_4_6),
+    Range("0.4.6", "0.4.6: server_args.py:224-323, cuda_graph_runner.py:119-155", resolve_0_4_6),
+    Range("0.4.7", "0.4.7: server_args.py:253-356, cuda_graph_runner.py:129-177", resolve_0_4_7),
 )

@@ -351,6 +351,31 @@ def test_memory_defaults_view() -> None:
     assert (view.mem_fraction_static, view.chunked_prefill_size, view.reserved_mib) == (0.874, 8192, 10240)
 
 
+def test_0_4_1_small_gpu_tp4_gets_max_bs_80() -> None:
+    # 0.4.1 server_args.py (as 0.4.3 :209-214): < 25000 MiB and tp >= 4 -> cuda_graph_max_bs 80; the runner's
+    # list [1, 2, 4, 8, ..., 160] cut at 80 ends at 80
+    assert r("0.4.1", RTX4090, tp_size=4).cuda_graph_max_bs == 80
+    assert r("0.4.0", RTX4090, tp_size=4).cuda_graph_max_bs == 8
+
+
+def test_0_4_4_eagle_keeps_chunked_prefill_and_captures_1_to_32() -> None:
+    # 0.4.4 server_args.py:280-284: EAGLE -> 32 requests, padding off, chunked prefill untouched (0.4.3 set -1);
+    # cuda_graph_runner.py:114-120: speculative -> range(1, 33)
+    res = r("0.4.4", H100, speculative_algorithm="EAGLE")
+    assert (res.chunked_prefill_size, res.max_running_requests) == (8192, 32)
+    assert res.cuda_graph_bs == tuple(range(1, 33))
+    assert r("0.4.3", H100, speculative_algorithm="EAGLE").chunked_prefill_size == -1
+
+
+def test_0_4_5_dp_attention_divides_by_dp_size_and_spec_list_is_sparser() -> None:
+    # 0.4.5 server_args.py:304: 8192 // dp_size 4 = 2048 (0.4.4 halves: 4096)
+    assert r("0.4.5", H100, tp_size=4, dp_size=4, enable_dp_attention=True).chunked_prefill_size == 2048
+    assert r("0.4.4", H100, tp_size=4, dp_size=4, enable_dp_attention=True).chunked_prefill_size == 4096
+    # cuda_graph_runner.py:122-124: 1..8 (8) + 10..32/2 (12) + 40..152/16 (8) = 28 sizes, largest 152
+    res = r("0.4.5", H100, speculative_algorithm="EAGLE")
+    assert (len(res.cuda_graph_bs), res.cuda_graph_max_bs, res.max_running_requests) == (28, 152, 48)
+
+
 def test_0_4_7_big_gpu_takes_the_smaller_of_two_fractions() -> None:
     # 0.4.7 server_args.py:262-281: 143771 > 81920 -> 0.88; > 96 GiB -> min(0.88 + 49152 * 0.12 / 143771,
     # (143771 - 18432) / 143771) = min(0.92103, 0.87180)
@@ -391,7 +416,7 @@ def test_vlm_factor_reads_num_hidden_layers_as_the_config_spells_it() -> None:
 
 # ---- range bookkeeping ------------------------------------------------------------------------------------------
 
-HAND_CASE_RANGES = {"0.2.15", "0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
+HAND_CASE_RANGES = {"0.2.15", "0.3.6", "0.4.0", "0.4.1", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
                     "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14",
                     "0.5.15", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.22", "0.5.23"}
 
@@ -401,7 +426,7 @@ def test_every_range_has_a_hand_computed_case_above() -> None:
 
 
 @pytest.mark.parametrize(("version", "first"), [
-    ("0.3.0", "0.2.15"), ("0.3.5", "0.2.15"), ("0.4.1", "0.4.0"), ("0.4.8", "0.4.8"), ("0.4.7.post1", "0.4.7"), ("0.5.1", "0.4.10"),
+    ("0.3.0", "0.2.15"), ("0.3.5", "0.2.15"), ("0.4.1", "0.4.1"), ("0.4.3", "0.4.1"), ("0.4.8", "0.4.8"), ("0.4.7.post1", "0.4.7"), ("0.5.1", "0.4.10"),
     ("0.5.11", "0.5.11"), ("0.5.16", "0.5.15"), ("0.5.21", "0.5.20"), ("0.5.24", "0.5.23"), ("0.5.9rc1", "0.5.9"),
     ("0.4.6.post2", "0.4.6"),
 ])
@@ -750,7 +775,10 @@ def test_rules_equal_each_release_run_from_its_source(tmp_path: Path) -> None:
             where = (version, gpu.total_mib, kw)
             assert mine.mem_fraction_static == pytest.approx(theirs["mfs"]), where
             assert mine.chunked_prefill_size == (-1 if theirs["cps"] is None else theirs["cps"]), where
-            if theirs["max_bs"] is not None and mine.decode_cuda_graph:  # 0.4.6-0.5.2: runner's list above 35 GiB
+            # up to 0.5.2 the rules report the largest size captured, which the request pool
+            # (--max-running-requests) trims below ServerArgs' bound (tests/test_sglang_defaults_diff.py checks it
+            # against the runner's own list)
+            if theirs["max_bs"] is not None and mine.decode_cuda_graph and "max_running_requests" not in kw:
                 assert mine.cuda_graph_max_bs == theirs["max_bs"], where
             if theirs["bs"] is not None and "max_running_requests" not in kw and mine.decode_cuda_graph:
                 # 0.5.3+: the list is made in server args; the runner later adds the request-pool size

@@ -45,12 +45,34 @@ def prefill_graph_sizes(max_bs: int) -> list[int]:
     return [s for s in sizes if s <= max_bs]
 
 
+def _vision_fields(shape: ModelShape) -> tuple[int | None, int | None]:
+    """``vision_config.num_hidden_layers`` and ``.hidden_size`` as the model's config.json spells them (what
+    SGLang's ``adjust_mem_fraction_for_vlm`` reads; Qwen2.5-VL has ``depth``, not ``num_hidden_layers``), from the
+    local directory the shape was read from; (None, None) when there is none."""
+    import json
+    from pathlib import Path
+
+    if not shape.is_multimodal or not shape.directory:
+        return None, None
+    try:
+        cfg = json.loads((Path(shape.directory) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None, None
+    vision = cfg.get("vision_config") if isinstance(cfg, dict) else None
+    if not isinstance(vision, dict):
+        return None, None
+    layers, hidden = vision.get("num_hidden_layers"), vision.get("hidden_size")
+    return (int(layers) if isinstance(layers, int) else None, int(hidden) if isinstance(hidden, int) else None)
+
+
 def model_traits(shape: ModelShape) -> object:
     """The model facts the release rules read (``sglwrap.sglang.resolved.ModelTraits``) from the loaded config."""
     from sglwrap.sglang.resolved import ModelTraits
 
+    vit_layers, vit_hidden = _vision_fields(shape)
     return ModelTraits(architectures=(shape.architecture,) if shape.architecture else (), is_mla=shape.is_mla,
                        is_multimodal=shape.is_multimodal, vision_params=shape.vision_params or None,
+                       vision_num_hidden_layers=vit_layers, vision_hidden_size=vit_hidden,
                        is_hybrid_swa=shape.swa is not None, is_hybrid_mamba=shape.mamba is not None,
                        num_hidden_layers=shape.num_layers)
 

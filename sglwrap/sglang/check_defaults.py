@@ -196,7 +196,7 @@ def _model_config(kind: str) -> _Obj:
                  "is_hybrid": False, "hybrid_layer_ids": None, "context_len": 32768,
                  "is_multimodal_chunked_prefill_supported": True,
                  "attention_arch": "MHA", "num_attention_heads": 32, "is_hybrid_swa_compress": False,
-                 "model_type": hf.model_type, "architectures": hf.architectures})
+                 "model_type": hf.get("model_type"), "architectures": hf.get("architectures")})
 
 
 def _install() -> None:
@@ -392,8 +392,9 @@ def compare(doc: dict[str, Any]) -> list[str]:
     Compared: mem_fraction_static to 3 decimals; chunked_prefill_size (None/<= 0 is -1, disabled); the number of
     decode batch sizes captured (the release's ``get_batch_sizes_to_capture`` where it ran, else ServerArgs'
     cuda_graph_bs); cuda_graph_max_bs (ServerArgs' value where it builds the list, 0.5.3+; the runner's largest
-    captured size where the runner builds it, which is what the rules report for 0.4.6-0.5.2); attention_backend
-    where ServerArgs decides it (not None).
+    captured size where the runner builds it, which is what the rules report up to 0.5.2; up to 0.4.2, where the
+    list is built inside ``CudaGraphRunner.__init__``, only that the rules stay within ServerArgs' bound);
+    attention_backend where ServerArgs decides it (not None).
     Cases the release refused (an error in ServerArgs) are skipped.
     """
     version = doc["version"]
@@ -411,7 +412,13 @@ def compare(doc: dict[str, Any]) -> list[str]:
         if cps != got["chunked_prefill_size"]:
             diffs.append(f"chunked_prefill_size {got['chunked_prefill_size']} != {cps}")
         runner_built = want.get("cuda_graph_bs_len") is None and want.get("runner_bs_max") is not None
-        expect = {"cuda_graph_max_bs": want["runner_bs_max"] if runner_built else want["cuda_graph_max_bs"],
+        list_unknown = want.get("cuda_graph_bs_len") is None and want.get("runner_bs_max") is None
+        if list_unknown and want["cuda_graph_max_bs"] is not None and got["cuda_graph_max_bs"] is not None:
+            # up to 0.4.2 the list is built inside CudaGraphRunner.__init__: ServerArgs' value only bounds it
+            if got["cuda_graph_max_bs"] > int(want["cuda_graph_max_bs"]):
+                diffs.append(f"cuda_graph_max_bs {got['cuda_graph_max_bs']} > bound {want['cuda_graph_max_bs']}")
+        expect = {"cuda_graph_max_bs": None if list_unknown else
+                  (want["runner_bs_max"] if runner_built else want["cuda_graph_max_bs"]),
                   "cuda_graph_bs_len": want.get("runner_bs_len", want["cuda_graph_bs_len"]),
                   "attention_backend": want["attention_backend"]}
         for name, value in expect.items():

@@ -5,7 +5,9 @@ Ranges (each starts at a release read in full; releases in between take the rule
 - 0.2.15 <= v < 0.3.6   server_args.py:98-127 (0.2.15 and 0.3.0 are byte-identical), model_runner.py:485-511
 - 0.3.6  <= v < 0.4.0   server_args.py:140-205, cuda_graph_runner.py:119-129
 - 0.4.0  <= v < 0.4.3   server_args.py:141-219, cuda_graph_runner.py:128-138
-- 0.4.3  <= v < 0.4.6   server_args.py:173-284, cuda_graph_runner.py:109-135 (0.4.1, 0.4.2 not read: 0.4.0 rules)
+- 0.4.3  <= v < 0.4.4   server_args.py:173-284, cuda_graph_runner.py:109-135 (0.4.1, 0.4.2 not read: 0.4.0 rules)
+- 0.4.4  <= v < 0.4.5   server_args.py:182-284 (EAGLE keeps chunked prefill), cuda_graph_runner.py:109-141
+- 0.4.5  <= v < 0.4.6   server_args.py:198-333 (DP attention / dp_size), cuda_graph_runner.py:112-143
 - 0.4.6  <= v < 0.4.7   server_args.py:200-388, cuda_graph_runner.py:119-155, model_runner.py:234-265
 - 0.4.7  <= v < 0.4.8   server_args.py:253-356 (big-GPU fraction, x 0.95 with speculative decoding),
                         cuda_graph_runner.py:129-177 (0.4.8's list with 96 GiB / 180 GB steps)
@@ -135,7 +137,8 @@ def resolve_0_3_6(ctx: Ctx) -> None:
 
 
 # ---- 0.4.0 <= v < 0.4.3 and 0.4.3 <= v < 0.4.6 -----------------------------------------------------------------
-def _resolve_0_4_early(ctx: Ctx, *, r043: bool) -> None:
+def _resolve_0_4_early(ctx: Ctx, *, r043: bool, minor: int = 3) -> None:
+    """0.4.0-0.4.5; ``minor`` 4 / 5 select 0.4.4 / 0.4.5's speculative and DP-attention variants."""
     lines = "server_args.py:195-224" if r043 else "server_args.py:158-183"
     _mfs(ctx, tp_fraction(TP_LADDER_0_4_0, ctx.tp), "server_args.py:195-205" if r043 else "server_args.py:158-168")
     gpu_mem = ctx.gpu_mem
@@ -150,8 +153,9 @@ def _resolve_0_4_early(ctx: Ctx, *, r043: bool) -> None:
     max_bs = int(ctx.take("cuda_graph_max_bs", default_bs, ctx.cite(lines)))  # type: ignore[call-overload]
     cps = int(cps)  # type: ignore[call-overload]
     if ctx.flag("enable_dp_attention"):
-        where = "server_args.py:253-262" if r043 else "server_args.py:201-214"
-        cps = cps // 2
+        where = ("server_args.py:297-307" if minor >= 5 else "server_args.py:253-262") if r043 \
+            else "server_args.py:201-214"
+        cps = cps // max(1, ctx.dp) if minor >= 5 else cps // 2  # 0.4.5 :304 divides by dp_size
         if not r043:
             max_bs = min(max_bs, 96)
         ctx.put("chunked_prefill_size", cps, ctx.cite(where))
@@ -159,26 +163,46 @@ def _resolve_0_4_early(ctx: Ctx, *, r043: bool) -> None:
         ctx.note(f"DP attention: dp_size set to tp_size, chunked prefill halved"
                  f"{'' if r043 else ', graph max bs <= 96, overlap schedule off'} ({where})")
     padding_off = ctx.flag("disable_cuda_graph_padding")
-    if r043 and ctx.spec == "EAGLE":  # server_args.py:265-272
+    if minor == 4 and ctx.spec == "EAGLE":  # 0.4.4 server_args.py:280-284: padding off, chunked prefill kept
+        padding_off = True
+    elif r043 and minor == 3 and ctx.spec == "EAGLE":  # server_args.py:265-272
         ctx.put("chunked_prefill_size", -1, ctx.cite("server_args.py:265-272"))
         padding_off = True
         ctx.note("EAGLE: chunked prefill, radix cache and overlap schedule off (server_args.py:265-272)")
     on = decode_graph_flags(ctx, torch_native_disables=True, per_phase_flags=False, where=lines)
     if r043 and ctx.has("cuda_graph_bs"):
         sizes = [int(b) for b in ctx.given["cuda_graph_bs"]]  # type: ignore[attr-defined]
+    elif minor == 4 and ctx.spec is not None:  # 0.4.4 cuda_graph_runner.py:114-120
+        sizes = list(range(1, 33))
+    elif minor == 5 and ctx.spec is not None:  # 0.4.5 cuda_graph_runner.py:117-125
+        sizes = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 161, 16))
+    elif padding_off and minor == 5:
+        # 0.4.5 cuda_graph_runner.py:119: list + range raises TypeError at startup
+        ctx.note("--disable-cuda-graph-padding: 0.4.5 adds a list and a range and fails at startup "
+                 "(cuda_graph_runner.py:119)")
+        sizes = list(range(1, 33)) + list(range(40, 161, 16))
     elif padding_off:
-        sizes = list(range(1, 33 if r043 else 32)) + [64, 128]
+        sizes = list(range(1, 33 if r043 else 32)) + ([64, 96, 128, 160] if minor == 4 else [64, 128])
+    elif minor == 5:
+        sizes = [1, 2, 4, 8] + list(range(16, 161, 8))  # 0.4.5 cuda_graph_runner.py:120-121
     else:
         sizes = [1, 2, 4] + [i * 8 for i in range(1, 21)]
     where = "cuda_graph_runner.py:109-135" if r043 else "cuda_graph_runner.py:128-138"
     capture = filter_capture(sizes, ctx, max_bs, where, add_pool=(-1, 0) if r043 else ())
     ctx.put("decode_cuda_graph", on, ctx.cite(where))
-    ctx.values["cuda_graph_max_bs"] = max_bs if on else 0
+    # the largest size captured (as 0.4.6+ report it); the configured max_bs only bounds the list
+    ctx.values["cuda_graph_max_bs"] = (max(capture) if capture else 0) if on else 0
     ctx.put("cuda_graph_bs", tuple(capture) if on else (), ctx.cite(where))
     _no_prefill_graph(ctx, where)
-    ctx.put("max_running_requests", ctx.given.get("max_running_requests"),
-            "user" if ctx.has("max_running_requests") else ctx.cite("server_args.py"))
-    ctx.put("page_size", 1, ctx.cite("(no paged KV option in this release)"))
+    if minor >= 4 and not ctx.has("max_running_requests") and ctx.spec in ("EAGLE", "EAGLE3"):
+        # 0.4.4 server_args.py:280-282 (EAGLE: 32); 0.4.5 :327-333 (EAGLE/EAGLE3: 48)
+        ctx.put("max_running_requests", 32 if minor == 4 else 48,
+                ctx.cite("server_args.py:280-282" if minor == 4 else "server_args.py:327-333"))
+    else:
+        ctx.put("max_running_requests", ctx.given.get("max_running_requests"),
+                "user" if ctx.has("max_running_requests") else ctx.cite("server_args.py"))
+    ctx.put("page_size", ctx.int_("page_size", 1) if minor >= 5 else 1,
+            ctx.cite("server_args.py page_size" if minor >= 5 else "(no paged KV option in this release)"))
     ctx.take("attention_backend", "flashinfer",
              ctx.cite("server_args.py:230-237" if r043 else "server_args.py:185-190"))
     ctx.note("attention_backend: flashinfer assumed installed; without it triton")
@@ -193,6 +217,18 @@ def resolve_0_4_0(ctx: Ctx) -> None:
 def resolve_0_4_3(ctx: Ctx) -> None:
     """0.4.3: as 0.4.0, but below 25000 MiB graph max bs 8 at TP < 4 and 80 at TP >= 4; EAGLE disables chunking."""
     _resolve_0_4_early(ctx, r043=True)
+
+
+def resolve_0_4_4(ctx: Ctx) -> None:
+    """0.4.4: as 0.4.3, but EAGLE keeps chunked prefill (server_args.py:280-284: padding off, 32 requests) and
+    the runner captures 1..32 under speculative decoding (cuda_graph_runner.py:109-141)."""
+    _resolve_0_4_early(ctx, r043=True, minor=4)
+
+
+def resolve_0_4_5(ctx: Ctx) -> None:
+    """0.4.5: DP attention divides chunked prefill by dp_size (server_args.py:304), EAGLE/EAGLE3 48 requests
+    (:327-333), the runner's 0.4.6 lists without the > 80 GiB extension (cuda_graph_runner.py:112-143)."""
+    _resolve_0_4_early(ctx, r043=True, minor=5)
 
 
 # ---- 0.4.6 <= v < 0.4.9 -----------------------------------------------------------------------------------------
@@ -309,7 +345,9 @@ RANGES = (
     Range("0.2.15", "0.2.15-0.3.5: server_args.py:105-119, model_runner.py:493-502", resolve_0_2_15),
     Range("0.3.6", "0.3.6-0.3.x: server_args.py:156-199, cuda_graph_runner.py:119-129", resolve_0_3_6),
     Range("0.4.0", "0.4.0-0.4.2: server_args.py:158-214, cuda_graph_runner.py:128-138", resolve_0_4_0),
-    Range("0.4.3", "0.4.3-0.4.5: server_args.py:195-272, cuda_graph_runner.py:109-135", resolve_0_4_3),
+    Range("0.4.1", "0.4.1-0.4.3: server_args.py:195-272 (0.4.3), cuda_graph_runner.py:109-135", resolve_0_4_3),
+    Range("0.4.4", "0.4.4: server_args.py:182-284, cuda_graph_runner.py:109-141", resolve_0_4_4),
+    Range("0.4.5", "0.4.5: server_args.py:198-333, cuda_graph_runner.py:112-143", resolve_0_4_5),
     Range("0.4.6", "0.4.6: server_args.py:224-323, cuda_graph_runner.py:119-155", resolve_0_4_6),
     Range("0.4.7", "0.4.7: server_args.py:253-356, cuda_graph_runner.py:129-177", resolve_0_4_7),
 )

@@ -76,8 +76,10 @@ class UnsupportedSGLangVersion(ValueError):
 
 
 OLDEST = ALL_RANGES[0].first
-# Releases whose sources were read (~/.cache/sglwrap/releases/src); others take the rules of their range.
-READ_RELEASES = frozenset({"0.2.15", "0.3.0", "0.3.6", "0.4.0", "0.4.3", "0.4.6", "0.4.9", "0.4.10"}
+# Releases whose sources were read (~/.cache/sglwrap/releases/src) or whose ServerArgs was run against the rules
+# (tests/fixtures/sglang_defaults, python -m sglwrap.sglang.check_defaults); others take the rules of their range.
+READ_RELEASES = frozenset({"0.2.15", "0.3.0", "0.3.3", "0.3.6", "0.4.0", "0.4.1", "0.4.2", "0.4.3", "0.4.4", "0.4.5",
+                           "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10"}
                           | {f"0.5.{n}" for n in range(1, 24)})
 
 # Accepted spellings of the same option, normalised to today's destination names.

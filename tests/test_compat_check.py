@@ -241,3 +241,50 @@ def test_a_package_left_out_by_assume_stack_is_not_absent() -> None:
     r = run_preflight(planned, load_profile("baseline"), ("--model-path", "Qwen/Qwen3-8B", "--attention-backend",
                                                           "flashinfer"), flags=bundled_table("0.5.19"))
     assert "sglang-flashinfer-python-missing" not in next(v for v in r.checks if v.id == "compat").reason
+
+
+def test_deepep_normal_mode_with_cuda_graphs_blocks_only_before_the_release_that_turns_graphs_off() -> None:
+    """0.4.6.post3's ServerArgs disables CUDA graphs itself in normal mode; 0.4.6.post2 captures and fails."""
+    argv = ("--model-path", "deepseek-ai/DeepSeek-R1", "--trust-remote-code", "--tp-size", "8",
+            "--enable-deepep-moe", "--deepep-mode", "normal")
+    v = _run("8xH200", "0.4.6.post2", *argv)
+    assert v.status is Status.BLOCK and "[deepep-normal-cuda-graph-before-0.4.6.post3]" in v.reason
+    assert "deepep-normal-cuda-graph" not in _run("8xH200", "0.4.6.post3", *argv).reason
+    assert "deepep-normal-cuda-graph" not in _run("8xH200", "0.4.6.post2", *argv, "--disable-cuda-graph").reason
+    low = ("--model-path", "deepseek-ai/DeepSeek-R1", "--trust-remote-code", "--tp-size", "8",
+           "--enable-deepep-moe", "--deepep-mode", "low_latency")
+    assert "deepep-normal-cuda-graph" not in _run("8xH200", "0.4.6.post2", *low).reason
+
+
+def test_torch_compile_rules_follow_the_model_family_the_release_and_cuda_graphs() -> None:
+    ds = ("--model-path", "deepseek-ai/DeepSeek-V3", "--trust-remote-code", "--tp-size", "8", "--enable-torch-compile")
+    assert "[torch-compile-deepseek-graph-capture]" in _run("8xH200", "0.4.6.post4", *ds).reason
+    assert "torch-compile-deepseek" not in _run("8xH200", "0.4.6.post4", *ds, "--disable-cuda-graph").reason
+    assert "torch-compile-deepseek" not in _run("8xH200", "0.4.3", *ds).reason
+    llama = ("--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--enable-torch-compile")
+    assert "torch-compile" not in _run("1xH100", "0.4.6.post4", *llama).reason
+    moe = ("--model-path", "mistralai/Mixtral-8x7B-Instruct-v0.1", "--tp-size", "2", "--enable-torch-compile")
+    assert "[torch-compile-vllm-fusedmoe-before-0.3.2]" in _run("2xA100", "0.3.1", *moe).reason
+    assert "torch-compile-vllm-fusedmoe" not in _run("2xA100", "0.3.2", *moe).reason
+
+
+def test_server_args_refusals_decided_from_argv_and_release() -> None:
+    q = ("--model-path", "Qwen/Qwen3-8B")
+    v = _run("1xH100", "0.5.9", *q, "--enable-deterministic-inference", "--attention-backend", "torch_native")
+    assert v.status is Status.BLOCK and "[deterministic-inference-backend-refused]" in v.reason
+    for ok in (("--enable-deterministic-inference", "--attention-backend", "triton"),
+               ("--enable-deterministic-inference",)):
+        assert "deterministic-inference-backend" not in _run("1xH100", "0.5.9", *q, *ok).reason
+    both = ("--enable-tokenizer-batch-encode", "--enable-dynamic-batch-tokenizer")
+    assert "[tokenizer-batch-encode-dynamic-batch-refused]" in _run("1xH100", "0.5.9", *q, *both).reason
+    assert "tokenizer-batch-encode" not in _run("1xH100", "0.5.9", *q, "--enable-tokenizer-batch-encode").reason
+
+
+def test_lmcache_and_sm75_rules_by_release() -> None:
+    lm = ("--model-path", "Qwen/Qwen3-14B", "--enable-lmcache")
+    assert "[lmcache-committed-kv-0.5.5.post1]" in _run("1xA100", "0.5.5.post3", *lm).reason
+    assert "lmcache-committed-kv" not in _run("1xA100", "0.5.6", *lm).reason
+    assert "lmcache-committed-kv" not in _run("1xA100", "0.5.5", *lm).reason
+    v = _run("1xT4", "0.5.10", "--model-path", "Qwen/Qwen3-0.6B")
+    assert v.status is Status.BLOCK and "[sglang-sm80-plus-kernels]" in v.reason
+    assert "sglang-sm80-plus" not in _run("1xA10", "0.5.10", "--model-path", "Qwen/Qwen3-0.6B").reason

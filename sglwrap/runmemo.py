@@ -103,10 +103,15 @@ def replay(argv: Sequence[str]) -> int | None:
         return None
     if stdout and "--json" in argv:
         stdout = _mark_replayed(stdout, entry)
-    sys.stderr.write(stderr)
-    sys.stderr.flush()
-    sys.stdout.write(stdout)
-    sys.stdout.flush()
+    try:
+        sys.stderr.write(stderr)
+        sys.stderr.flush()
+        sys.stdout.write(stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (| head): as the CLI does, no traceback, and no flush at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     return code
 
 

@@ -115,3 +115,17 @@ def test_a_removed_working_directory_turns_the_memo_off(tmp_path: Path, monkeypa
     gone.rmdir()
     assert not runmemo.memoizable(["preflight", "--assume", "1xH100"])
     assert runmemo.replay(["preflight", "--assume", "1xH100"]) is None
+
+
+def test_a_replay_into_a_closed_pipe_ends_like_a_fresh_run(env: dict[str, str]) -> None:
+    """`sglwrap preflight --json ... | head -c0`: the reader is gone; a replay ends with 0 and no traceback, as the
+    CLI does (BrokenPipeError)."""
+    _until_replayed(ARGS, env)
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "sglwrap", *ARGS], stdout=w, stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=REPO, check=False, timeout=120)
+    finally:
+        os.close(w)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr

@@ -405,6 +405,22 @@ def test_0_4_8_already_uses_the_bucket_reserve_without_a_vlm_factor() -> None:
     assert r("0.4.9", H100, VLM).mem_fraction_static == pytest.approx(0.874 * 0.90)
 
 
+def test_post_releases_that_carried_backports_take_their_own_rules() -> None:
+    # 0.4.6.post2: above 96 GiB min(0.88 + 49152 x 0.12 / 143771, (143771 - 18432) / 143771); 0.4.6 took 13 GiB
+    assert r("0.4.6.post2", H200).mem_fraction_static == pytest.approx(125339 / 143771)
+    assert r("0.4.6", H200).mem_fraction_static == pytest.approx(130459 / 143771)
+    # its runner extends the list to 256 above 96 GiB even with DP attention (0.4.6 only at dp_size 1)
+    dp = {"tp_size": 2, "dp_size": 2, "enable_dp_attention": True}
+    assert (r("0.4.6.post2", H200, **dp).cuda_graph_max_bs, r("0.4.6", H200, **dp).cuda_graph_max_bs) == (256, 160)
+    # 0.4.7.post1 has 0.4.8's bucket reserve: round((81559 - 10240) / 81559, 3)
+    assert r("0.4.7.post1", H100).mem_fraction_static == 0.874
+    # 0.4.9.post3 has adjust_mem_fraction_for_vlm (ViT-size factor) instead of 0.4.9's flat x 0.90
+    qwen25vl = ModelTraits(architectures=("Qwen2_5_VLForConditionalGeneration",), is_multimodal=True,
+                           vision_hidden_size=1280)
+    assert r("0.4.9.post3", H100, qwen25vl).mem_fraction_static == pytest.approx(0.874 * 0.95 * 0.94375)
+    assert r("0.4.9.post2", H100, qwen25vl).mem_fraction_static == pytest.approx(0.874 * 0.90)
+
+
 def test_vlm_factor_reads_num_hidden_layers_as_the_config_spells_it() -> None:
     # Qwen2.5-VL: vision_config has depth 32 but no num_hidden_layers -> SGLang takes 24 (0.5.2
     # server_args.py:2524-2525); ratio 24 x 1280^2 / (24 x 1024^2) = 1.5625 -> 0.95 x (1 - 0.05625)
@@ -416,7 +432,7 @@ def test_vlm_factor_reads_num_hidden_layers_as_the_config_spells_it() -> None:
 
 # ---- range bookkeeping ------------------------------------------------------------------------------------------
 
-HAND_CASE_RANGES = {"0.2.15", "0.3.6", "0.4.0", "0.4.1", "0.4.4", "0.4.5", "0.4.6", "0.4.7", "0.4.8", "0.4.9", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
+HAND_CASE_RANGES = {"0.2.15", "0.3.6", "0.4.0", "0.4.1", "0.4.4", "0.4.5", "0.4.6", "0.4.6.post2", "0.4.7", "0.4.7.post1", "0.4.9", "0.4.9.post3", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
                     "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14",
                     "0.5.15", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.22", "0.5.23"}
 
@@ -426,9 +442,9 @@ def test_every_range_has_a_hand_computed_case_above() -> None:
 
 
 @pytest.mark.parametrize(("version", "first"), [
-    ("0.3.0", "0.2.15"), ("0.3.5", "0.2.15"), ("0.4.1", "0.4.1"), ("0.4.3", "0.4.1"), ("0.4.8", "0.4.8"), ("0.4.7.post1", "0.4.7"), ("0.5.1", "0.4.10"),
+    ("0.3.0", "0.2.15"), ("0.3.5", "0.2.15"), ("0.4.1", "0.4.1"), ("0.4.3", "0.4.1"), ("0.4.8", "0.4.7.post1"), ("0.4.7.post1", "0.4.7.post1"), ("0.4.9.post6", "0.4.9.post3"), ("0.5.1", "0.4.10"),
     ("0.5.11", "0.5.11"), ("0.5.16", "0.5.15"), ("0.5.21", "0.5.20"), ("0.5.24", "0.5.23"), ("0.5.9rc1", "0.5.9"),
-    ("0.4.6.post2", "0.4.6"),
+    ("0.4.6.post1", "0.4.6"), ("0.4.6.post2", "0.4.6.post2"), ("0.4.6.post5", "0.4.6.post2"),
 ])
 def test_versions_between_reads_take_their_range(version: str, first: str) -> None:
     assert rule_range(version).first == first

@@ -98,13 +98,16 @@ def rule_range(version: str) -> Range:
         v = Version(version)
     except InvalidVersion:
         raise UnsupportedSGLangVersion(f"sglang version {version!r} is not a version (e.g. 0.5.9)") from None
-    base = Version(v.base_version)  # 0.5.9rc1 / 0.5.9.post2 take 0.5.9's rules
+    base = Version(v.base_version)  # 0.5.9rc1 takes 0.5.9's rules
     if base < Version(OLDEST):
         raise UnsupportedSGLangVersion(
             f"sglang {version}: defaults are coded from {OLDEST} on; older releases are not modelled")
+    # post releases carried backports (0.4.6.post2 the big-GPU fraction, 0.4.7.post1 the bucket reserve, 0.4.9.post3
+    # the ViT-size VLM factor): a range may start at one, and 0.4.6.post5 sorts after it
+    key = Version(f"{v.base_version}.post{v.post}") if v.post is not None else base
     chosen = ALL_RANGES[0]
     for r in ALL_RANGES:
-        if Version(r.first) <= base:
+        if Version(r.first) <= key:
             chosen = r
     return chosen
 

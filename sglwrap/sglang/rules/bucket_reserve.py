@@ -2,9 +2,10 @@
 
 Ranges:
 
-- 0.4.8  <= v < 0.4.9   server_args.py:274-338 (the same reserve, chunked prefill and max bs text as 0.4.9; no VLM
+- 0.4.7.post1 <= v < 0.4.9   server_args.py:274-338 (the same reserve, chunked prefill and max bs text as 0.4.9; no VLM
                         factor in ServerArgs: the ModelRunner x 0.90), cuda_graph_runner.py:138-187
-- 0.4.9  <= v < 0.4.10  server_args.py:280-352 (reserve, chunked prefill, graph max bs), cuda_graph_runner.py:138-181
+- 0.4.9  <= v < 0.4.9.post3  server_args.py:280-352 (reserve, chunked prefill, graph max bs),
+                        cuda_graph_runner.py:138-181; 0.4.9.post3-post6 take 0.4.10's rules (ViT-size VLM factor)
 - 0.4.10 <= v < 0.5.2   server_args.py:286-357 (0.4.10; 0.5.1 :354-425 same text), VLM factor :1946-1986,
                         cuda_graph_runner.py:138-188 (0.5.1/0.5.2 :165-215 same text)
 - 0.5.2  <= v < 0.5.3   server_args.py:452-506: STANDALONE speculative decoding reserves 6 GiB instead of 2 GiB;
@@ -180,8 +181,12 @@ def resolve_0_5_2(ctx: Ctx) -> None:
 
 
 RANGES = (
-    Range("0.4.8", "0.4.8: server_args.py:274-338, cuda_graph_runner.py:138-187", resolve_0_4_8),
-    Range("0.4.9", "0.4.9: server_args.py:280-352, cuda_graph_runner.py:138-181", resolve_0_4_9),
+    # 0.4.7.post1 already has 0.4.8's reserve text (checked by tests/fixtures/sglang_defaults/0.4.7.post1.json)
+    Range("0.4.7.post1", "0.4.7.post1-0.4.8: server_args.py:274-338 (0.4.8), cuda_graph_runner.py:138-187",
+          resolve_0_4_8),
+    Range("0.4.9", "0.4.9-0.4.9.post2: server_args.py:280-352, cuda_graph_runner.py:138-181", resolve_0_4_9),
+    # 0.4.9.post3 added adjust_mem_fraction_for_vlm (the ViT-size factor of 0.4.10)
+    Range("0.4.9.post3", "0.4.9.post3-0.4.9.post6: as 0.4.10 (adjust_mem_fraction_for_vlm)", resolve_0_4_10),
     Range("0.4.10", "0.4.10-0.5.1: server_args.py:286-357 (0.4.10), cuda_graph_runner.py:138-188", resolve_0_4_10),
     Range("0.5.2", "0.5.2: server_args.py:452-528, cuda_graph_runner.py:165-215", resolve_0_5_2),
 )

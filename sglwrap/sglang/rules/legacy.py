@@ -8,8 +8,10 @@ Ranges (each starts at a release read in full; releases in between take the rule
 - 0.4.3  <= v < 0.4.4   server_args.py:173-284, cuda_graph_runner.py:109-135 (0.4.1, 0.4.2 not read: 0.4.0 rules)
 - 0.4.4  <= v < 0.4.5   server_args.py:182-284 (EAGLE keeps chunked prefill), cuda_graph_runner.py:109-141
 - 0.4.5  <= v < 0.4.6   server_args.py:198-333 (DP attention / dp_size), cuda_graph_runner.py:112-143
-- 0.4.6  <= v < 0.4.7   server_args.py:200-388, cuda_graph_runner.py:119-155, model_runner.py:234-265
-- 0.4.7  <= v < 0.4.8   server_args.py:253-356 (big-GPU fraction, x 0.95 with speculative decoding),
+- 0.4.6  <= v < 0.4.6.post2   server_args.py:200-388, cuda_graph_runner.py:119-155, model_runner.py:234-265
+- 0.4.6.post2 <= v < 0.4.7   above 96 GiB min(f + 48 GiB (1 - f) / gpu, (gpu - 18 GiB) / gpu); the runner's
+                        0.4.6 lists extended to 256 above 96 GiB (checked against post2 and post5's ServerArgs)
+- 0.4.7  <= v < 0.4.7.post1   server_args.py:253-356 (big-GPU fraction, x 0.95 with speculative decoding),
                         cuda_graph_runner.py:129-177 (0.4.8's list with 96 GiB / 180 GB steps)
 """
 
@@ -253,6 +255,13 @@ def resolve_0_4_6(ctx: Ctx) -> None:
     _resolve_0_4_6(ctx, r047=False)
 
 
+def resolve_0_4_6_post2(ctx: Ctx) -> None:
+    """0.4.6.post2-post5: above 96 GiB min(f + 48 GiB (1 - f) / gpu, (gpu - 18 GiB) / gpu), 16384 chunked prefill
+    with disaggregation (server_args.py), the runner's 0.4.6 lists extended to 256 above 96 GiB whatever the DP
+    size (cuda_graph_runner.py get_batch_sizes_to_capture)."""
+    _resolve_0_4_6(ctx, r047=False, post2=True)
+
+
 def resolve_0_4_7(ctx: Ctx) -> None:
     """0.4.7: big-GPU fraction rules and x 0.95 for speculative decoding (server_args.py:253-283), 16384 chunked
     prefill above 180 GB (:286-295), the runner list of 0.4.8+ with 96 GiB / 180 GB steps (cuda_graph_runner.py:
@@ -260,10 +269,17 @@ def resolve_0_4_7(ctx: Ctx) -> None:
     _resolve_0_4_6(ctx, r047=True)
 
 
-def _resolve_0_4_6(ctx: Ctx, *, r047: bool) -> None:
+def _resolve_0_4_6(ctx: Ctx, *, r047: bool, post2: bool = False) -> None:
     gpu_mem = ctx.gpu_mem
     reserved: float | None = None
-    if r047:
+    if post2:
+        frac = tp_fraction(TP_LADDER_0_4_0, ctx.tp * ctx.pp) if gpu_mem is not None and gpu_mem <= 81920 else 0.88
+        if gpu_mem is not None and gpu_mem > 96 * 1024:
+            frac = min(frac + 48 * 1024 * (1 - frac) / gpu_mem, (gpu_mem - 18 * 1024) / gpu_mem)
+            reserved = gpu_mem * (1 - frac)
+        if gpu_mem is None:
+            ctx.note("GPU memory unknown: 0.4.6.post2-post4 compare None > 96 GiB and fail at start; 0.88 here")
+    elif r047:
         frac, reserved = _mfs_0_4_7(ctx, gpu_mem)
         if gpu_mem is None:
             ctx.note("GPU memory unknown: 0.4.7 falls back to mem_fraction_static 0.88 (server_args.py:253-267)")
@@ -279,8 +295,8 @@ def _resolve_0_4_6(ctx: Ctx, *, r047: bool) -> None:
     if reserved is not None and not ctx.has("mem_fraction_static"):
         ctx.values["reserved_mib"] = reserved
     small = gpu_mem is not None and gpu_mem < 25_000
-    if r047:
-        big = gpu_mem is not None and gpu_mem > 180_000
+    if r047 or post2:
+        big = r047 and gpu_mem is not None and gpu_mem > 180_000
         disagg = ctx.str_("disaggregation_mode") not in (None, "null")
         cps_d = 16384 if big else (2048 if small else (16384 if disagg else 8192))
     else:
@@ -310,7 +326,9 @@ def _resolve_0_4_6(ctx: Ctx, *, r047: bool) -> None:
                      else [1, 2, 4, 8] + list(range(16, 161, 8)))
         else:
             sizes = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 161, 16))
-        if gpu_mem is not None and gpu_mem > 81920 and ctx.dp == 1:
+        if post2 and gpu_mem is not None and gpu_mem > 96 * 1024:
+            sizes += list(range(160, 257, 8))
+        elif not post2 and gpu_mem is not None and gpu_mem > 81920 and ctx.dp == 1:
             sizes += list(range(160, 257, 8))
     capture = filter_capture(sizes, ctx, max_bs, "cuda_graph_runner.py:155-170" if r047 else
                              "cuda_graph_runner.py:142-153", add_pool=(0,) if r047 else (-1, 0))
@@ -349,5 +367,7 @@ RANGES = (
     Range("0.4.4", "0.4.4: server_args.py:182-284, cuda_graph_runner.py:109-141", resolve_0_4_4),
     Range("0.4.5", "0.4.5: server_args.py:198-333, cuda_graph_runner.py:112-143", resolve_0_4_5),
     Range("0.4.6", "0.4.6: server_args.py:224-323, cuda_graph_runner.py:119-155", resolve_0_4_6),
+    Range("0.4.6.post2", "0.4.6.post2-post5: big-GPU fraction (18 GiB), runner list to 256 above 96 GiB",
+          resolve_0_4_6_post2),
     Range("0.4.7", "0.4.7: server_args.py:253-356, cuda_graph_runner.py:129-177", resolve_0_4_7),
 )

@@ -406,6 +406,11 @@ def test_0_4_8_already_uses_the_bucket_reserve_without_a_vlm_factor() -> None:
 
 
 def test_post_releases_that_carried_backports_take_their_own_rules() -> None:
+    # 0.3.5.post2 server_args.py:157-174: 0.2.15's ladder (0.83 at TP 8) but 0.3.6's small-GPU rule:
+    # 24564 < 25000 -> 8192 // 4 = 2048 and graph max bs 4 ([1, 2, 4] captured); 0.3.5.post1 kept 8192 / 160
+    res = r("0.3.5.post2", RTX4090, tp_size=8)
+    assert (res.mem_fraction_static, res.chunked_prefill_size, res.cuda_graph_max_bs) == (0.83, 2048, 4)
+    assert r("0.3.5.post1", RTX4090).chunked_prefill_size == 8192
     # 0.4.6.post2: above 96 GiB min(0.88 + 49152 x 0.12 / 143771, (143771 - 18432) / 143771); 0.4.6 took 13 GiB
     assert r("0.4.6.post2", H200).mem_fraction_static == pytest.approx(125339 / 143771)
     assert r("0.4.6", H200).mem_fraction_static == pytest.approx(130459 / 143771)
@@ -432,7 +437,7 @@ def test_vlm_factor_reads_num_hidden_layers_as_the_config_spells_it() -> None:
 
 # ---- range bookkeeping ------------------------------------------------------------------------------------------
 
-HAND_CASE_RANGES = {"0.2.15", "0.3.6", "0.4.0", "0.4.1", "0.4.4", "0.4.5", "0.4.6", "0.4.6.post2", "0.4.7", "0.4.7.post1", "0.4.9", "0.4.9.post3", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
+HAND_CASE_RANGES = {"0.2.15", "0.3.5.post2", "0.3.6", "0.4.0", "0.4.1", "0.4.4", "0.4.5", "0.4.6", "0.4.6.post2", "0.4.7", "0.4.7.post1", "0.4.9", "0.4.9.post3", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
                     "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14",
                     "0.5.15", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.22", "0.5.23"}
 

@@ -2,10 +2,12 @@
 
 Ranges (each starts at a release read in full; releases in between take the rules of the range they fall in):
 
-- 0.2.15 <= v < 0.3.6   server_args.py:98-127 (0.2.15 and 0.3.0 are byte-identical), model_runner.py:485-511
+- 0.2.15 <= v < 0.3.5.post2   server_args.py:98-127 (0.2.15 and 0.3.0 are byte-identical), model_runner.py:485-511
+- 0.3.5.post2 <= v < 0.3.6   0.2.15's ladder, 0.3.6's < 25000 MiB rule (server_args.py:157-174)
 - 0.3.6  <= v < 0.4.0   server_args.py:140-205, cuda_graph_runner.py:119-129
-- 0.4.0  <= v < 0.4.3   server_args.py:141-219, cuda_graph_runner.py:128-138
-- 0.4.3  <= v < 0.4.4   server_args.py:173-284, cuda_graph_runner.py:109-135 (0.4.1, 0.4.2 not read: 0.4.0 rules)
+- 0.4.0  <= v < 0.4.1   server_args.py:141-219, cuda_graph_runner.py:128-138
+- 0.4.1  <= v < 0.4.4   0.4.3 server_args.py:173-284, cuda_graph_runner.py:109-135 (0.4.1 already has the
+                        tp >= 4 graph max bs 80 below 25000 MiB; 0.4.1/0.4.2 checked against their ServerArgs)
 - 0.4.4  <= v < 0.4.5   server_args.py:182-284 (EAGLE keeps chunked prefill), cuda_graph_runner.py:109-141
 - 0.4.5  <= v < 0.4.6   server_args.py:198-333 (DP attention / dp_size), cuda_graph_runner.py:112-143
 - 0.4.6  <= v < 0.4.6.post2   server_args.py:200-388, cuda_graph_runner.py:119-155, model_runner.py:234-265
@@ -92,9 +94,19 @@ def resolve_0_2_15(ctx: Ctx) -> None:
 
 
 # ---- 0.3.6 <= v < 0.4.0 -----------------------------------------------------------------------------------------
+def resolve_0_3_5_post2(ctx: Ctx) -> None:
+    """0.3.5.post2: 0.2.15's ladder (0.83 at TP 8, server_args.py:157-165) with 0.3.6's small-GPU rule (:169-174:
+    < 25000 MiB quarters chunked prefill, graph max bs 4) and --cuda-graph-max-bs (:132, default 160)."""
+    _resolve_0_3_6(ctx, TP_LADDER_0_2_15, "server_args.py:157-165")
+
+
 def resolve_0_3_6(ctx: Ctx) -> None:
     """0.3.6: ladder (0.82 at TP 8); < 25000 MiB quarters chunked prefill and forces graph max bs 4."""
-    _mfs(ctx, tp_fraction(TP_LADDER_0_3_6, ctx.tp), "server_args.py:156-166")
+    _resolve_0_3_6(ctx, TP_LADDER_0_3_6, "server_args.py:156-166")
+
+
+def _resolve_0_3_6(ctx: Ctx, ladder: dict[int, float], ladder_where: str) -> None:
+    _mfs(ctx, tp_fraction(ladder, ctx.tp), ladder_where)
     gpu_mem = _gpu_mem_or_note(ctx, "server_args.py:169-172")
     cps = ctx.int_("chunked_prefill_size", 8192)  # server_args.py:63
     cps_src = "user" if ctx.has("chunked_prefill_size") else ctx.cite("server_args.py:63")
@@ -361,8 +373,10 @@ def _resolve_0_4_6(ctx: Ctx, *, r047: bool, post2: bool = False) -> None:
 
 RANGES = (
     Range("0.2.15", "0.2.15-0.3.5: server_args.py:105-119, model_runner.py:493-502", resolve_0_2_15),
+    Range("0.3.5.post2", "0.3.5.post2: 0.2.15's ladder with 0.3.6's small-GPU rule (server_args.py:157-174)",
+          resolve_0_3_5_post2),
     Range("0.3.6", "0.3.6-0.3.x: server_args.py:156-199, cuda_graph_runner.py:119-129", resolve_0_3_6),
-    Range("0.4.0", "0.4.0-0.4.2: server_args.py:158-214, cuda_graph_runner.py:128-138", resolve_0_4_0),
+    Range("0.4.0", "0.4.0: server_args.py:158-214, cuda_graph_runner.py:128-138", resolve_0_4_0),
     Range("0.4.1", "0.4.1-0.4.3: server_args.py:195-272 (0.4.3), cuda_graph_runner.py:109-135", resolve_0_4_3),
     Range("0.4.4", "0.4.4: server_args.py:182-284, cuda_graph_runner.py:109-141", resolve_0_4_4),
     Range("0.4.5", "0.4.5: server_args.py:198-333, cuda_graph_runner.py:112-143", resolve_0_4_5),

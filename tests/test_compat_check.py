@@ -288,3 +288,47 @@ def test_lmcache_and_sm75_rules_by_release() -> None:
     v = _run("1xT4", "0.5.10", "--model-path", "Qwen/Qwen3-0.6B")
     assert v.status is Status.BLOCK and "[sglang-sm80-plus-kernels]" in v.reason
     assert "sglang-sm80-plus" not in _run("1xA10", "0.5.10", "--model-path", "Qwen/Qwen3-0.6B").reason
+
+
+def test_lora_flag_assertions_follow_the_release_sources() -> None:
+    """0.3.1 - 0.4.6.post5 assert --disable-cuda-graph and --disable-radix-cache with --lora-paths; 0.4.7 - 0.4.10.post2
+    only the radix cache; 0.5.1 neither."""
+    lora = ("--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--lora-paths", "a=/adapters/a")
+    v = _run("1xH100", "0.4.6", *lora)
+    assert v.status is Status.BLOCK and "[lora-needs-disable-cuda-graph-before-0.4.7]" in v.reason
+    assert "[lora-needs-disable-radix-cache-before-0.5.1]" in v.reason
+    both_off = (*lora, "--disable-cuda-graph", "--disable-radix-cache")
+    assert "lora-needs" not in _run("1xH100", "0.4.6", *both_off).reason
+    r = _run("1xH100", "0.4.7", *lora).reason
+    assert "lora-needs-disable-cuda-graph" not in r and "[lora-needs-disable-radix-cache-before-0.5.1]" in r
+    assert "lora-needs" not in _run("1xH100", "0.4.10.post2", *lora, "--disable-radix-cache").reason
+    assert "lora-needs" not in _run("1xH100", "0.5.1", *lora).reason
+    assert "lora-needs" not in _run("1xH100", "0.4.6", "--model-path", "meta-llama/Llama-3.1-8B-Instruct").reason
+
+
+def test_hybrid_attention_with_speculative_decoding_by_release() -> None:
+    spec = ("--model-path", "deepseek-ai/DeepSeek-V3", "--trust-remote-code", "--tp-size", "8",
+            "--speculative-algorithm", "EAGLE")
+    hybrid = (*spec, "--attention-backend", "trtllm_mla", "--prefill-attention-backend", "flashinfer")
+    v = _run("8xB200", "0.5.1", *hybrid)
+    assert v.status is Status.BLOCK and "[hybrid-attention-speculative-refused]" in v.reason
+    assert "hybrid-attention-speculative" not in _run("8xB200", "0.5.2", *hybrid).reason
+    assert "hybrid-attention-speculative" not in _run("8xB200", "0.5.1", *spec, "--attention-backend",
+                                                      "trtllm_mla").reason
+    decode = (*spec, "--decode-attention-backend", "flashmla")
+    assert "[hybrid-attention-speculative-refused-decode]" in _run("8xH200", "0.5.1", *decode).reason
+
+
+def test_compressed_tensors_int8_names_by_release_and_quantization_flag() -> None:
+    """llm-compressor's "quantized.w8a8" blocks in 0.4.4.post2 - 0.5.2 unless --quantization w8a8_int8; a bare
+    W8A8-Int8 name only warns (it may be SGLang's own format)."""
+    nm = ("--model-path", "neuralmagic/Qwen2-0.5B-Instruct-quantized.w8a8")
+    v = _run("1xH100", "0.5.2", *nm)
+    assert v.status is Status.BLOCK and "[compressed-tensors-w8a8-int8-undefined]" in v.reason
+    assert "compressed-tensors-w8a8" not in _run("1xH100", "0.5.2", *nm, "--quantization", "w8a8_int8").reason
+    assert "compressed-tensors-w8a8" not in _run("1xH100", "0.5.3", *nm).reason
+    assert "compressed-tensors-w8a8" not in _run("1xH100", "0.4.4.post1", *nm).reason
+    fp8 = _run("1xH100", "0.5.2", "--model-path", "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic").reason
+    assert "compressed-tensors-w8a8" not in fp8
+    named = _run("1xH100", "0.4.5", "--model-path", "org/Qwen2.5-14B-W8A8-Int8")
+    assert named.status is Status.WARN and "[compressed-tensors-w8a8-int8-named-undefined]" in named.reason

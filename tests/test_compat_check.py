@@ -332,3 +332,13 @@ def test_compressed_tensors_int8_names_by_release_and_quantization_flag() -> Non
     assert "compressed-tensors-w8a8" not in fp8
     named = _run("1xH100", "0.4.5", "--model-path", "org/Qwen2.5-14B-W8A8-Int8")
     assert named.status is Status.WARN and "[compressed-tensors-w8a8-int8-named-undefined]" in named.reason
+
+
+def test_pp_on_qwen3_moe_blocks_only_in_the_release_whose_load_weights_walks_every_layer() -> None:
+    pp = ("--model-path", "Qwen/Qwen3-30B-A3B-FP8", "--pp-size", "2")
+    v = _run("2xH100", "0.4.6.post5", *pp)
+    assert v.status is Status.BLOCK and "[pp-qwen3-moe-load-weights-0.4.6.post5]" in v.reason
+    assert "pp-qwen3-moe" not in _run("2xH100", "0.4.7", *pp).reason
+    assert "pp-qwen3-moe" not in _run("2xH100", "0.4.6.post5", "--model-path", "Qwen/Qwen3-30B-A3B-FP8").reason
+    assert "pp-qwen3-moe" not in _run("2xH100", "0.4.6.post5", "--model-path", "Qwen/Qwen3-32B", "--pp-size",
+                                      "2").reason

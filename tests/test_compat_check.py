@@ -342,3 +342,17 @@ def test_pp_on_qwen3_moe_blocks_only_in_the_release_whose_load_weights_walks_eve
     assert "pp-qwen3-moe" not in _run("2xH100", "0.4.6.post5", "--model-path", "Qwen/Qwen3-30B-A3B-FP8").reason
     assert "pp-qwen3-moe" not in _run("2xH100", "0.4.6.post5", "--model-path", "Qwen/Qwen3-32B", "--pp-size",
                                       "2").reason
+
+
+def test_data_parallelism_across_nodes_by_release() -> None:
+    """Before 0.4.2 any dp_size > 1 across nodes is refused (DP attention sets dp_size = tp_size); from 0.4.2 DP
+    attention is the exception."""
+    two = ("--model-path", "deepseek-ai/DeepSeek-V3", "--trust-remote-code", "--tp", "16", "--nnodes", "2",
+           "--node-rank", "0", "--dist-init-addr", "10.0.0.1:5000")
+    v = _run("8xH20", "0.4.1.post4", *two, "--enable-dp-attention")
+    assert v.status is Status.BLOCK and "[multinode-dp-attention-refused-before-0.4.2]" in v.reason
+    assert "multinode-dp" not in _run("8xH20", "0.4.2", *two, "--enable-dp-attention").reason
+    assert "multinode-dp" not in _run("8xH20", "0.4.1.post4", *two).reason
+    plain_dp = (*two, "--dp-size", "2")
+    assert "[multinode-dp-refused-before-0.4.2]" in _run("8xH20", "0.4.1.post4", *plain_dp).reason
+    assert "[multinode-dp-needs-dp-attention]" in _run("8xH20", "0.4.2", *plain_dp).reason

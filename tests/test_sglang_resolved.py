@@ -406,6 +406,16 @@ def test_0_4_8_already_uses_the_bucket_reserve_without_a_vlm_factor() -> None:
 
 
 def test_post_releases_that_carried_backports_take_their_own_rules() -> None:
+    # 0.4.3.post3 has 0.4.4's EAGLE handling (chunked prefill kept, 32 requests); 0.4.3.post2 still sets -1
+    assert r("0.4.3.post3", H100, speculative_algorithm="EAGLE").chunked_prefill_size == 8192
+    assert r("0.4.3.post2", H100, speculative_algorithm="EAGLE").chunked_prefill_size == -1
+    # 0.4.4.post1 divides chunked prefill by dp_size under DP attention: 8192 // 4 (0.4.4 halves: 4096)
+    dp4 = {"tp_size": 4, "dp_size": 4, "enable_dp_attention": True}
+    assert (r("0.4.4.post1", H100, **dp4).chunked_prefill_size, r("0.4.4", H100, **dp4).chunked_prefill_size) == (
+        2048, 4096)
+    # 0.4.4.post4 has 0.4.5's sparser speculative list: 28 sizes up to 152, 48 requests
+    res = r("0.4.4.post4", H100, speculative_algorithm="EAGLE")
+    assert (len(res.cuda_graph_bs), res.cuda_graph_max_bs, res.max_running_requests) == (28, 152, 48)
     # 0.3.5.post2 server_args.py:157-174: 0.2.15's ladder (0.83 at TP 8) but 0.3.6's small-GPU rule:
     # 24564 < 25000 -> 8192 // 4 = 2048 and graph max bs 4 ([1, 2, 4] captured); 0.3.5.post1 kept 8192 / 160
     res = r("0.3.5.post2", RTX4090, tp_size=8)
@@ -437,7 +447,9 @@ def test_vlm_factor_reads_num_hidden_layers_as_the_config_spells_it() -> None:
 
 # ---- range bookkeeping ------------------------------------------------------------------------------------------
 
-HAND_CASE_RANGES = {"0.2.15", "0.3.5.post2", "0.3.6", "0.4.0", "0.4.1", "0.4.4", "0.4.5", "0.4.6", "0.4.6.post2", "0.4.7", "0.4.7.post1", "0.4.9", "0.4.9.post3", "0.4.10", "0.5.2", "0.5.3", "0.5.4",
+HAND_CASE_RANGES = {"0.2.15", "0.3.5.post2", "0.3.6", "0.4.0", "0.4.1", "0.4.3.post3", "0.4.4.post1", "0.4.4.post4",
+                    "0.4.6", "0.4.6.post2", "0.4.7", "0.4.7.post1", "0.4.9", "0.4.9.post3", "0.4.10", "0.5.2", "0.5.3",
+                    "0.5.4",
                     "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14",
                     "0.5.15", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.22", "0.5.23"}
 

@@ -6,10 +6,12 @@ Ranges (each starts at a release read in full; releases in between take the rule
 - 0.3.5.post2 <= v < 0.3.6   0.2.15's ladder, 0.3.6's < 25000 MiB rule (server_args.py:157-174)
 - 0.3.6  <= v < 0.4.0   server_args.py:140-205, cuda_graph_runner.py:119-129
 - 0.4.0  <= v < 0.4.1   server_args.py:141-219, cuda_graph_runner.py:128-138
-- 0.4.1  <= v < 0.4.4   0.4.3 server_args.py:173-284, cuda_graph_runner.py:109-135 (0.4.1 already has the
+- 0.4.1  <= v < 0.4.3.post3   0.4.3 server_args.py:173-284, cuda_graph_runner.py:109-135 (0.4.1 already has the
                         tp >= 4 graph max bs 80 below 25000 MiB; 0.4.1/0.4.2 checked against their ServerArgs)
-- 0.4.4  <= v < 0.4.5   server_args.py:182-284 (EAGLE keeps chunked prefill), cuda_graph_runner.py:109-141
-- 0.4.5  <= v < 0.4.6   server_args.py:198-333 (DP attention / dp_size), cuda_graph_runner.py:112-143
+- 0.4.3.post3 <= v < 0.4.4.post1   0.4.4 server_args.py:182-284 (EAGLE keeps chunked prefill),
+                        cuda_graph_runner.py:109-141
+- 0.4.4.post1 <= v < 0.4.4.post4   as 0.4.4, DP attention divides chunked prefill by dp_size
+- 0.4.4.post4 <= v < 0.4.6   0.4.5 server_args.py:198-333 (DP attention / dp_size), cuda_graph_runner.py:112-143
 - 0.4.6  <= v < 0.4.6.post2   server_args.py:200-388, cuda_graph_runner.py:119-155, model_runner.py:234-265
 - 0.4.6.post2 <= v < 0.4.7   above 96 GiB min(f + 48 GiB (1 - f) / gpu, (gpu - 18 GiB) / gpu); the runner's
                         0.4.6 lists extended to 256 above 96 GiB (checked against post2 and post5's ServerArgs)
@@ -151,7 +153,7 @@ def _resolve_0_3_6(ctx: Ctx, ladder: dict[int, float], ladder_where: str) -> Non
 
 
 # ---- 0.4.0 <= v < 0.4.3 and 0.4.3 <= v < 0.4.6 -----------------------------------------------------------------
-def _resolve_0_4_early(ctx: Ctx, *, r043: bool, minor: int = 3) -> None:
+def _resolve_0_4_early(ctx: Ctx, *, r043: bool, minor: int = 3, dp_div: bool = False) -> None:
     """0.4.0-0.4.5; ``minor`` 4 / 5 select 0.4.4 / 0.4.5's speculative and DP-attention variants."""
     lines = "server_args.py:195-224" if r043 else "server_args.py:158-183"
     _mfs(ctx, tp_fraction(TP_LADDER_0_4_0, ctx.tp), "server_args.py:195-205" if r043 else "server_args.py:158-168")
@@ -169,7 +171,8 @@ def _resolve_0_4_early(ctx: Ctx, *, r043: bool, minor: int = 3) -> None:
     if ctx.flag("enable_dp_attention"):
         where = ("server_args.py:297-307" if minor >= 5 else "server_args.py:253-262") if r043 \
             else "server_args.py:201-214"
-        cps = cps // max(1, ctx.dp) if minor >= 5 else cps // 2  # 0.4.5 :304 divides by dp_size
+        # 0.4.5 :304 (and 0.4.4.post1, ``dp_div``) divide by dp_size; before, halved
+        cps = cps // max(1, ctx.dp) if minor >= 5 or dp_div else cps // 2
         if not r043:
             max_bs = min(max_bs, 96)
         ctx.put("chunked_prefill_size", cps, ctx.cite(where))
@@ -237,6 +240,12 @@ def resolve_0_4_4(ctx: Ctx) -> None:
     """0.4.4: as 0.4.3, but EAGLE keeps chunked prefill (server_args.py:280-284: padding off, 32 requests) and
     the runner captures 1..32 under speculative decoding (cuda_graph_runner.py:109-141)."""
     _resolve_0_4_early(ctx, r043=True, minor=4)
+
+
+def resolve_0_4_4_post1(ctx: Ctx) -> None:
+    """0.4.4.post1-post3: as 0.4.4, but DP attention divides chunked prefill by dp_size (checked against
+    0.4.4.post1's ServerArgs; post2/post3 also change the speculative capture list, not modelled)."""
+    _resolve_0_4_early(ctx, r043=True, minor=4, dp_div=True)
 
 
 def resolve_0_4_5(ctx: Ctx) -> None:
@@ -378,8 +387,14 @@ RANGES = (
     Range("0.3.6", "0.3.6-0.3.x: server_args.py:156-199, cuda_graph_runner.py:119-129", resolve_0_3_6),
     Range("0.4.0", "0.4.0: server_args.py:158-214, cuda_graph_runner.py:128-138", resolve_0_4_0),
     Range("0.4.1", "0.4.1-0.4.3: server_args.py:195-272 (0.4.3), cuda_graph_runner.py:109-135", resolve_0_4_3),
-    Range("0.4.4", "0.4.4: server_args.py:182-284, cuda_graph_runner.py:109-141", resolve_0_4_4),
-    Range("0.4.5", "0.4.5: server_args.py:198-333, cuda_graph_runner.py:112-143", resolve_0_4_5),
+    # 0.4.3.post3 already has 0.4.4's rules (tests/fixtures/sglang_defaults/0.4.3.post3.json)
+    Range("0.4.3.post3", "0.4.3.post3-0.4.4: server_args.py:182-284 (0.4.4), cuda_graph_runner.py:109-141",
+          resolve_0_4_4),
+    Range("0.4.4.post1", "0.4.4.post1-post3: 0.4.4 with DP attention dividing chunked prefill by dp_size",
+          resolve_0_4_4_post1),
+    # 0.4.4.post4 already has 0.4.5's rules (tests/fixtures/sglang_defaults/0.4.4.post4.json)
+    Range("0.4.4.post4", "0.4.4.post4-0.4.5: server_args.py:198-333 (0.4.5), cuda_graph_runner.py:112-143",
+          resolve_0_4_5),
     Range("0.4.6", "0.4.6: server_args.py:224-323, cuda_graph_runner.py:119-155", resolve_0_4_6),
     Range("0.4.6.post2", "0.4.6.post2-post5: big-GPU fraction (18 GiB), runner list to 256 above 96 GiB",
           resolve_0_4_6_post2),

@@ -356,3 +356,29 @@ def test_data_parallelism_across_nodes_by_release() -> None:
     plain_dp = (*two, "--dp-size", "2")
     assert "[multinode-dp-refused-before-0.4.2]" in _run("8xH20", "0.4.1.post4", *plain_dp).reason
     assert "[multinode-dp-needs-dp-attention]" in _run("8xH20", "0.4.2", *plain_dp).reason
+
+
+def test_server_args_refusals_read_from_the_0_4_and_0_5_sources() -> None:
+    ds = ("--model-path", "deepseek-ai/DeepSeek-V3", "--trust-remote-code", "--tp-size", "8")
+    v = _run("8xH200", "0.4.6", *ds, "--enable-dp-attention")
+    assert v.status is Status.BLOCK and "[dp-attention-needs-dp-size-0.4.4.post1]" in v.reason
+    assert "dp-attention-needs-dp-size" not in _run("8xH200", "0.4.6", *ds, "--enable-dp-attention", "--dp-size",
+                                                    "8").reason
+    assert "dp-attention-needs-dp-size" not in _run("8xH200", "0.5.2", *ds, "--enable-dp-attention").reason
+    deepep = (*ds, "--enable-dp-attention", "--dp-size", "8", "--enable-deepep-moe")
+    assert "[deepep-auto-dp-attention-refused]" in _run("8xH200", "0.4.6", *deepep).reason
+    assert "deepep-auto-dp" not in _run("8xH200", "0.4.6", *deepep, "--deepep-mode", "low_latency").reason
+    q = ("--model-path", "Qwen/Qwen3-8B")
+    assert "[fa4-decode-refused-0.5.4]" in _run("1xB200", "0.5.5", *q, "--attention-backend", "fa4").reason
+    assert "fa4-decode-refused" not in _run("1xB200", "0.5.5", *q, "--prefill-attention-backend", "fa4").reason
+    assert "fa4-decode-refused" not in _run("1xB200", "0.5.8", *q, "--attention-backend", "fa4").reason
+    mla = (*ds, "--attention-backend", "trtllm_mla")
+    assert "[trtllm-mla-kv-fp8-e5m2-refused]" in _run("8xB200", "0.5.23", *mla, "--kv-cache-dtype",
+                                                      "fp8_e5m2").reason
+    assert "trtllm-mla-kv" not in _run("8xB200", "0.5.23", *mla, "--kv-cache-dtype", "fp8_e4m3").reason
+    assert "[trtllm-mla-kv-bf16-refused-before-0.5.7]" in _run("8xB200", "0.5.6", *mla, "--kv-cache-dtype",
+                                                                "bf16").reason
+    assert "trtllm-mla-kv-bf16" not in _run("8xB200", "0.5.7", *mla, "--kv-cache-dtype", "bf16").reason
+    spec = (*mla, "--speculative-algorithm", "EAGLE")
+    assert "[trtllm-mla-speculative-refused-0.4.10.post1]" in _run("8xB200", "0.4.10.post2", *spec).reason
+    assert "trtllm-mla-speculative" not in _run("8xB200", "0.5.1", *spec).reason

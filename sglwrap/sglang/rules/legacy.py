@@ -11,7 +11,8 @@ Ranges (each starts at a release read in full; releases in between take the rule
 - 0.4.3.post3 <= v < 0.4.4.post1   0.4.4 server_args.py:182-284 (EAGLE keeps chunked prefill),
                         cuda_graph_runner.py:109-141
 - 0.4.4.post1 <= v < 0.4.4.post4   as 0.4.4, DP attention divides chunked prefill by dp_size
-- 0.4.4.post4 <= v < 0.4.6   0.4.5 server_args.py:198-333 (DP attention / dp_size), cuda_graph_runner.py:112-143
+- 0.4.4.post4 <= v < 0.4.5.post3   0.4.5 server_args.py:198-333 (DP attention / dp_size), cuda_graph_runner.py:112-143
+- 0.4.5.post3 <= v < 0.4.6   0.4.6's rules; the runner extends to 256 above 81920 MiB at any DP size
 - 0.4.6  <= v < 0.4.6.post2   server_args.py:200-388, cuda_graph_runner.py:119-155, model_runner.py:234-265
 - 0.4.6.post2 <= v < 0.4.7   above 96 GiB min(f + 48 GiB (1 - f) / gpu, (gpu - 18 GiB) / gpu); the runner's
                         0.4.6 lists extended to 256 above 96 GiB (checked against post2 and post5's ServerArgs)
@@ -276,6 +277,12 @@ def resolve_0_4_6(ctx: Ctx) -> None:
     _resolve_0_4_6(ctx, r047=False)
 
 
+def resolve_0_4_5_post3(ctx: Ctx) -> None:
+    """0.4.5.post3: 0.4.6's rules, except that the runner extends the list to 256 above 81920 MiB whatever the DP
+    size (checked against 0.4.5.post3's ServerArgs and runner, tests/fixtures/sglang_defaults/0.4.5.post3.json)."""
+    _resolve_0_4_6(ctx, r047=False, any_dp=True)
+
+
 def resolve_0_4_6_post2(ctx: Ctx) -> None:
     """0.4.6.post2-post5: above 96 GiB min(f + 48 GiB (1 - f) / gpu, (gpu - 18 GiB) / gpu), 16384 chunked prefill
     with disaggregation (server_args.py), the runner's 0.4.6 lists extended to 256 above 96 GiB whatever the DP
@@ -290,7 +297,7 @@ def resolve_0_4_7(ctx: Ctx) -> None:
     _resolve_0_4_6(ctx, r047=True)
 
 
-def _resolve_0_4_6(ctx: Ctx, *, r047: bool, post2: bool = False) -> None:
+def _resolve_0_4_6(ctx: Ctx, *, r047: bool, post2: bool = False, any_dp: bool = False) -> None:
     gpu_mem = ctx.gpu_mem
     reserved: float | None = None
     if post2:
@@ -349,7 +356,7 @@ def _resolve_0_4_6(ctx: Ctx, *, r047: bool, post2: bool = False) -> None:
             sizes = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 161, 16))
         if post2 and gpu_mem is not None and gpu_mem > 96 * 1024:
             sizes += list(range(160, 257, 8))
-        elif not post2 and gpu_mem is not None and gpu_mem > 81920 and ctx.dp == 1:
+        elif not post2 and gpu_mem is not None and gpu_mem > 81920 and (ctx.dp == 1 or any_dp):
             sizes += list(range(160, 257, 8))
     capture = filter_capture(sizes, ctx, max_bs, "cuda_graph_runner.py:155-170" if r047 else
                              "cuda_graph_runner.py:142-153", add_pool=(0,) if r047 else (-1, 0))
@@ -395,6 +402,8 @@ RANGES = (
     # 0.4.4.post4 already has 0.4.5's rules (tests/fixtures/sglang_defaults/0.4.4.post4.json)
     Range("0.4.4.post4", "0.4.4.post4-0.4.5: server_args.py:198-333 (0.4.5), cuda_graph_runner.py:112-143",
           resolve_0_4_5),
+    Range("0.4.5.post3", "0.4.5.post3: 0.4.6's rules, list to 256 above 81920 MiB at any DP size",
+          resolve_0_4_5_post3),
     Range("0.4.6", "0.4.6: server_args.py:224-323, cuda_graph_runner.py:119-155", resolve_0_4_6),
     Range("0.4.6.post2", "0.4.6.post2-post5: big-GPU fraction (18 GiB), runner list to 256 above 96 GiB",
           resolve_0_4_6_post2),

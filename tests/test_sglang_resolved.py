@@ -406,6 +406,13 @@ def test_0_4_8_already_uses_the_bucket_reserve_without_a_vlm_factor() -> None:
 
 
 def test_post_releases_that_carried_backports_take_their_own_rules() -> None:
+    # 0.5.4.post2 has 0.5.5's bucket row (20-35 GiB: max bs 24 at tp < 4, not 16) and its ServerArgs-side backend
+    res = r("0.5.4.post2", RTX4090)
+    assert (res.cuda_graph_max_bs, r("0.5.4", RTX4090).cuda_graph_max_bs) == (24, 16)
+    assert res.attention_backend == "flashinfer"
+    # 0.5.6.post1 picks trtllm_mha on SM100 as 0.5.7 does (0.5.6: flashinfer)
+    assert (r("0.5.6.post1", B200).attention_backend, r("0.5.6", B200).attention_backend) == ("trtllm_mha",
+                                                                                               "flashinfer")
     # 0.4.5.post3 has 0.4.6's 13 GiB rule above 81920 MiB: (97871 - 13312) / 97871 on an H20; its runner extends the
     # list to 256 above 81920 MiB with DP attention too (0.4.6: dp_size 1 only)
     h20 = GpuInfo(97871, (9, 0), "NVIDIA H20")
@@ -454,7 +461,7 @@ def test_vlm_factor_reads_num_hidden_layers_as_the_config_spells_it() -> None:
 
 HAND_CASE_RANGES = {"0.2.15", "0.3.5.post2", "0.3.6", "0.4.0", "0.4.1", "0.4.3.post3", "0.4.4.post1", "0.4.4.post4",
                     "0.4.5.post3", "0.4.6", "0.4.6.post2", "0.4.7", "0.4.7.post1", "0.4.9", "0.4.9.post3", "0.4.10", "0.5.2", "0.5.3",
-                    "0.5.4",
+                    "0.5.4", "0.5.4.post2", "0.5.6.post1",
                     "0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14",
                     "0.5.15", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.22", "0.5.23"}
 

@@ -465,6 +465,14 @@ T_0_5_23 = _t("0.5.23", "arg_groups/memory_hook.py:47-414", prefill="bcg19", buc
               prefill_reserve="count8_mla", spec_reserve_gib=None, attn_default="generic", decode_term_needs_graph=True,
               fallback_mfs=0.95, cap_by_max_running=True, trtllm_mha_pages=(16, 32, 64, 128))
 
-RANGES = tuple(_range(t.first, f"{t.first}: {t.where}", t) for t in (
-    T_0_5_3, T_0_5_4, T_0_5_5, T_0_5_6, T_0_5_7, T_0_5_8, T_0_5_9, T_0_5_10, T_0_5_11, T_0_5_12, T_0_5_13, T_0_5_14,
-    T_0_5_15, T_0_5_17, T_0_5_18, T_0_5_19, T_0_5_20, T_0_5_22, T_0_5_23))
+# Post releases that carried the next release's defaults (found by ``python -m sglwrap.sglang.check_defaults``:
+# tests/fixtures/sglang_defaults/0.5.4.post2.json, 0.5.6.post1.json agree with these rules on every grid case;
+# 0.5.4.post1 matches neither 0.5.4 nor 0.5.5 and keeps 0.5.4's rules).  The cited lines are the later release's.
+_POST_BACKPORTS = (("0.5.4.post2", T_0_5_5), ("0.5.6.post1", T_0_5_7))
+
+RANGES = tuple(sorted(
+    [_range(t.first, f"{t.first}: {t.where}", t) for t in (
+        T_0_5_3, T_0_5_4, T_0_5_5, T_0_5_6, T_0_5_7, T_0_5_8, T_0_5_9, T_0_5_10, T_0_5_11, T_0_5_12, T_0_5_13,
+        T_0_5_14, T_0_5_15, T_0_5_17, T_0_5_18, T_0_5_19, T_0_5_20, T_0_5_22, T_0_5_23)]
+    + [_range(post, f"{post}: {t.first}'s rules ({t.where})", t) for post, t in _POST_BACKPORTS],
+    key=lambda rg: Version(rg.first)))

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from sglwrap.fsutil import cache_dir
+from sglwrap.fsutil import atomic_write_text, cache_dir
 
 
 def disk_memo(kind: str, paths: Iterable[Path], compute: Callable[[], Any]) -> Any:
@@ -29,8 +29,6 @@ def disk_memo(kind: str, paths: Iterable[Path], compute: Callable[[], Any]) -> A
         pass
     value = compute()
     try:
-        from sglwrap.fsutil import atomic_write_text
-
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(value), mode=0o644)
     except OSError:

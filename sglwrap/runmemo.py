@@ -36,6 +36,7 @@ _LIVE_PREFIXES = ("/proc/", "/sys/", "/dev/")
 
 
 def _cache_dir() -> str:
+    # sglwrap.fsutil.cache_dir() / "runs", spelled with os.path: the replay path does not import pathlib
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.environ.get("HOME") or os.path.expanduser("~"),
                                                             ".cache")
     return os.path.join(base, "sglwrap", "runs")
@@ -151,6 +152,7 @@ class Recorder:
         self.active = True
         self.live: str | None = None
         self.paths: dict[str, bool] = {}  # path -> follow symlinks when stamping
+        self.streams: tuple[_Tee, _Tee] | None = None  # stdout and stderr as the run wrote them
 
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         """The audit hook: files opened for reading, directories listed, anything live."""
@@ -253,7 +255,7 @@ def recording(argv: Sequence[str]) -> Iterator[Recorder | None]:
     saved = sys.stdout, sys.stderr
     os.stat, os.lstat, os.access = stat, lstat, access  # type: ignore[assignment]
     sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
-    rec.streams = (out, err)  # type: ignore[attr-defined]
+    rec.streams = (out, err)
     try:
         yield rec
     finally:
@@ -265,7 +267,7 @@ def recording(argv: Sequence[str]) -> Iterator[Recorder | None]:
 
 def finish(rec: Recorder | None, code: int) -> None:
     """Store the recorded run that returned ``code`` normally (0 ok, 1 warnings, 78 blocked)."""
-    if rec is None or code not in (0, 1, 78):
+    if rec is None or rec.streams is None or code not in (0, 1, 78):
         return
-    out, err = rec.streams  # type: ignore[attr-defined]
+    out, err = rec.streams
     rec.store(code, "".join(out.copy), "".join(err.copy))

@@ -97,12 +97,12 @@ def test_a_run_that_touched_anything_live_or_wrote_a_file_is_not_kept(tmp_path: 
                         ("socket.bind", (None, ("127.0.0.1", 30000)))]:
         rec = runmemo.Recorder(argv)
         rec.audit(event, args)
-        rec.streams = (runmemo._Tee(sys.stdout), runmemo._Tee(sys.stderr))  # type: ignore[attr-defined]
+        rec.streams = (runmemo._Tee(sys.stdout), runmemo._Tee(sys.stderr))
         runmemo.finish(rec, 0)
         assert not (tmp_path / "sglwrap" / "runs").exists(), event
     rec = runmemo.Recorder(argv)
     rec.audit("open", (str(tmp_path / "read-me"), "r", 0))
-    rec.streams = (runmemo._Tee(sys.stdout), runmemo._Tee(sys.stderr))  # type: ignore[attr-defined]
+    rec.streams = (runmemo._Tee(sys.stdout), runmemo._Tee(sys.stderr))
     runmemo.finish(rec, 0)
     kept = json.loads(next((tmp_path / "sglwrap" / "runs").glob("*.json")).read_text())
     assert [str(tmp_path / "read-me"), True, None] in kept["inputs"]  # a missing input is stamped as missing

@@ -320,7 +320,7 @@ def _acs_control(cfg: bytes) -> int | None:
 
 def cache_path(environ: Mapping[str, str]) -> Path:
     """Where the per-file architecture cache lives."""
-    from sglwrap.host.stack import cache_dir
+    from sglwrap.fsutil import cache_dir
 
     return cache_dir(environ) / "binaries.json"
 

@@ -12,10 +12,9 @@ import math
 from dataclasses import replace
 
 from sglwrap.memory.model import ModelShape
-from sglwrap.memory.weights import Weights
+from sglwrap.memory.weights import Weights, loaded_dtype_bytes
 
 GIB = 1 << 30
-_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 def offloaded_bytes(weights: Weights, shape: ModelShape, cpu_offload_gb: float, *, tp: int, pp: int = 1) -> int:
@@ -23,8 +22,8 @@ def offloaded_bytes(weights: Weights, shape: ModelShape, cpu_offload_gb: float, 
     limit, at most every decoder layer of the rank)."""
     if cpu_offload_gb <= 0 or shape.num_layers <= 0:
         return 0
-    dtype = _DTYPE_BYTES.get(shape.torch_dtype, 2)
-    tables = shape.vocab_size * shape.hidden_size * dtype * (1 if shape.tie_word_embeddings else 2) // max(tp, 1)
+    tables = int(shape.vocab_size * shape.hidden_size * loaded_dtype_bytes(shape)
+                 * (1 if shape.tie_word_embeddings else 2)) // max(tp, 1)
     layers_bytes = max(weights.per_rank_bytes - tables, 0)
     layers = max(shape.num_layers // max(pp, 1), 1)
     per_layer = layers_bytes / layers

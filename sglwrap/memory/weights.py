@@ -130,11 +130,16 @@ class Sharding:
     redundant_experts: int = 0
 
 
+def loaded_dtype_bytes(shape: ModelShape) -> float:
+    """Bytes per element of the checkpoint's unquantized tensors as SGLang loads them (fp32 checkpoints as bf16)."""
+    return _DTYPE_BYTES.get(shape.torch_dtype, 2.0)
+
+
 def estimate_params(shape: ModelShape, *, tp: int = 1, attn_tp: int = 1, online_quant: str | None = None,
                     sharding: Sharding | None = None) -> tuple[float, float]:
     """(total bytes, most loaded rank's bytes) from the config alone."""
     h, layers = shape.hidden_size, shape.num_layers
-    base = _DTYPE_BYTES.get(shape.torch_dtype, 2.0)
+    base = loaded_dtype_bytes(shape)
     lin = _linear_bytes(shape, online_quant)
     attn_lin = base if shape.quant_scope == "routed-experts" else lin
     sharded, repl, _, _ = _layer_params(shape, attn_tp, tp)

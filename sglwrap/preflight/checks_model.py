@@ -597,7 +597,7 @@ def draft_archs_of(model_config_py: Path) -> frozenset[str]:
 def release_draft_archs(ctx: Context, version: str) -> tuple[frozenset[str], str] | None:
     """(architectures release ``version`` drafts from the target, where read): the installed package, else the
     release sources the data generator unpacked (``$XDG_CACHE_HOME/sglwrap/releases/src``); None when neither."""
-    from sglwrap.sglang.flags import cache_dir
+    from sglwrap.fsutil import cache_dir
 
     pkg = _installed_pkg(ctx, version)
     if pkg is None:

@@ -277,8 +277,9 @@ def parse_cmdline(argv: Sequence[str], table: FlagTable, *, require_model: bool 
         ns, extras = parser.parse_known_args([*config_args, *rest])
     except _ParseError as e:
         raise UsageError(_explain(str(e), table)) from None
-    if extras and (table.stands_in_for is None or _misspelled(extras, table)):
-        raise UsageError(_unknown(_misspelled(extras, table) or extras, table, argv))
+    misspelled = _misspelled(extras, table)
+    if extras and (table.stands_in_for is None or misspelled):
+        raise UsageError(_unknown(misspelled or extras, table, argv))
     given = vars(ns)
     config_dests: frozenset[str] = frozenset()
     if config_args:

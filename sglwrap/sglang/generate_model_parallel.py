@@ -1,0 +1,218 @@
+"""Generate ``sglwrap/data/compat/model-parallel.yaml``: the model classes each SGLang release cannot pipeline.
+
+Maintainers' tool, never imported at run time::
+
+    python -m sglwrap.sglang.generate_model_parallel [--releases DIR] [--out FILE] [--check]
+
+SGLang's ModelRunner sets ``support_pp = "pp_proxy_tensors" in inspect.signature(model.forward).parameters`` and,
+with ``--pp-size`` > 1, asserts it. This reads ``srt/models/*.py`` of every release in the cache (wheels from
+``pip download --no-deps``, unpacked by :mod:`sglwrap.sglang.generate`) with ``ast``: each ``EntryClass``, its
+``forward`` (inherited through base classes named in any model module of that release) and whether
+``pp_proxy_tensors`` is one of its parameters. Releases before the first one with ``--pp-size`` are not read.
+A class without the parameter gets an entry whose range ends at the first release read whose class takes it (no
+upper bound: still without it in the newest release read); classes are grouped by that bound. Speculative draft /
+MTP classes (``NextN``, ``MTP``, ``Eagle``, ``Draft`` in the name) never run as a pipelined target and are left out.
+``--check`` exits 1 when the file on disk differs from what the releases give (nothing is written then).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from sglwrap.sglang.generate import (_entry_names, _parse, ensure_source, find_wheel, releases_dir)
+
+_OUT = Path(__file__).resolve().parent.parent / "data" / "compat" / "model-parallel.yaml"
+_DATA = Path(__file__).resolve().parent.parent / "data" / "sglang"
+_DRAFT_MARKS = ("NextN", "MTP", "Eagle", "Draft")
+CHECKED = "2026-12-01"
+SOURCES = (
+    "https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/model_executor/model_runner.py",
+    "https://github.com/sgl-project/sglang/pull/18925",
+    "https://github.com/sgl-project/sglang/issues/19503",
+    "https://github.com/sgl-project/sglang/issues/18433",
+)
+CONSEQUENCE = "AssertionError: Pipeline Parallel is not compatible with this model."
+
+
+def _pkey(version: str) -> Any:
+    from packaging.version import Version
+    return Version(version)
+
+
+def pp_releases(data_dir: Path = _DATA) -> list[str]:
+    """Releases with a flag table whose options include ``--pp-size``, oldest first."""
+    import json
+    out = []
+    for path in data_dir.glob("sglang-*.json"):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if any("--pp-size" in f.get("options", ()) for f in doc.get("flags", ())):
+            out.append(doc["version"])
+    return sorted(out, key=_pkey)
+
+
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    a = fn.args
+    names = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+    if a.kwarg is not None:
+        names.add("**")
+    return names
+
+
+def _base_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _assigns_forward(cls: ast.ClassDef) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "forward" and isinstance(n.ctx, ast.Store)
+               and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(cls))
+
+
+_NO_FORWARD = frozenset({"Module", "PreTrainedModel", "object", "ABC", "Generic", "Protocol"})
+
+
+def pp_support(models_dir: Path) -> dict[str, bool | None]:
+    """``{EntryClass name: forward takes pp_proxy_tensors}`` for one release's ``srt/models``.
+
+    None where the ``forward`` is not known from the source: a base class read nowhere under ``srt/models``, or a
+    class that hands its forward to an inner model (``__getattr__``, ``self.forward = ...``), whose forward depends
+    on the checkpoint or the submodule.
+    """
+    classes: dict[str, tuple[list[str], set[str] | None, bool]] = {}
+    entries: set[str] = set()
+    for f in sorted(models_dir.rglob("*.py")):
+        tree = _parse(f)
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                methods = {b.name: b for b in node.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                fwd = methods.get("forward")
+                bases = [n for n in (_base_name(b) for b in node.bases) if n]
+                classes.setdefault(node.name, (bases, _params(fwd) if fwd is not None else None,
+                                               "__getattr__" in methods or _assigns_forward(node)))
+        if f.parent == models_dir and f.name != "__init__.py":
+            entries.update(_entry_names(tree) or ())
+
+    def takes(name: str, seen: frozenset[str]) -> bool | None:
+        if name in _NO_FORWARD:
+            return False
+        if name in seen or name not in classes:
+            return None
+        bases, params, delegates = classes[name]
+        if params is not None:
+            return "pp_proxy_tensors" in params
+        if delegates:
+            return None
+        found = [takes(b, seen | {name}) for b in bases] or [False]
+        known = [t for t in found if t is not None]
+        return None if len(known) < len(found) and not any(known) else any(known)
+
+    return {name: takes(name, frozenset()) for name in sorted(entries)}
+
+
+def ranges(support: dict[str, dict[str, bool | None]]) -> dict[str | None, list[str]]:
+    """``{first release whose class takes pp_proxy_tensors (None: none read does): [classes]}``.
+
+    A class whose forward is unknown in any release read is left out: no entry fires on a guess."""
+    order = sorted(support, key=_pkey)
+    out: dict[str | None, list[str]] = {}
+    names = sorted({n for per in support.values() for n in per})
+    for name in names:
+        if any(m in name for m in _DRAFT_MARKS):
+            continue
+        seen = [v for v in order if name in support[v]]
+        if any(support[v][name] is None for v in seen) or support[seen[0]][name]:
+            continue  # took it from the first release that had it
+        fixed = next((v for v in seen if support[v][name]), None)
+        out.setdefault(fixed, []).append(name)
+    return out
+
+
+def render(groups: dict[str | None, list[str]], first: str, releases: list[str]) -> str:
+    """The YAML text of the knowledge-base file."""
+    lines = [
+        "# Pipeline parallelism (--pp-size > 1) on a model class that does not take pp_proxy_tensors in forward.",
+        "# SGLang's ModelRunner sets support_pp = \"pp_proxy_tensors\" in inspect.signature(model.forward).parameters"
+        " and, with",
+        "# pp_size > 1, asserts it (\"Pipeline Parallel is not compatible with this model.\"; before the assertion "
+        "existed the",
+        "# non-first stages crash while loading or running). GENERATED by python -m "
+        "sglwrap.sglang.generate_model_parallel",
+        f"# from srt/models/*.py of {len(releases)} releases ({releases[0]} - {releases[-1]}, every release read "
+        "that has --pp-size):",
+        "# each EntryClass, its forward (inherited through base classes) and whether pp_proxy_tensors is a parameter.",
+        "# A range ends at the first release read whose class takes pp_proxy_tensors; no upper bound: still without "
+        "it in",
+        f"# {releases[-1]}. Draft/MTP classes are left out. The model's architecture comes from its config.json (no "
+        "config",
+        "# found: no entry fires). Do not edit by hand.",
+        "entries:",
+    ]
+    import yaml
+    entries: list[dict[str, Any]] = []
+    bounded = sorted((k for k in groups if k is not None), key=_pkey)
+    for bound in [*bounded, None]:
+        if bound not in groups:
+            continue
+        if bound is None:
+            eid = "pp-unsupported-model"
+            title = (f"pipeline parallelism on a model class that still has no pp_proxy_tensors (SGLang >= {first}, "
+                     f"through {releases[-1]})")
+            spec = f">={first}"
+            fix = "use tensor parallelism only (--pp-size 1); no release read takes pp_proxy_tensors for this class"
+        else:
+            eid = f"pp-unsupported-model-until-{bound}"
+            title = f"pipeline parallelism on a model class without pp_proxy_tensors (SGLang {first} - before {bound})"
+            spec = f">={first},<{bound}"
+            fix = f"use tensor parallelism only (--pp-size 1), or SGLang {bound}+, whose model class takes " \
+                  "pp_proxy_tensors"
+        entries.append({"id": eid, "title": title,
+                        "applies": {"args": {"pp_size": {"gt": 1}}, "packages": {"sglang": spec},
+                                    "arch": groups[bound]},
+                        "consequence": CONSEQUENCE, "severity": "block", "fix": fix, "sources": list(SOURCES),
+                        "checked": CHECKED})
+    body = yaml.safe_dump({"entries": entries}, sort_keys=False, width=120, default_flow_style=False)
+    return "\n".join(lines[:-1]) + "\n" + body
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line of the generator."""
+    ap = argparse.ArgumentParser(prog="python -m sglwrap.sglang.generate_model_parallel",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--releases", type=Path, default=None, help="wheels/ and src/ (default ~/.cache/sglwrap/releases)")
+    ap.add_argument("--out", type=Path, default=_OUT, help="output file (default: %(default)s)")
+    ap.add_argument("--check", action="store_true", help="compare with the file on disk; write nothing")
+    args = ap.parse_args(argv)
+    rel = args.releases or releases_dir()
+    releases = pp_releases()
+    support: dict[str, dict[str, bool | None]] = {}
+    for version in releases:
+        wheel = find_wheel(version, rel / "wheels")
+        if wheel is None:
+            print(f"generate_model_parallel: no wheel for sglang=={version} in {rel / 'wheels'} "
+                  f"(pip download --no-deps sglang=={version} -d {rel / 'wheels'})", file=sys.stderr)
+            return 2
+        src = ensure_source(version, wheel, rel / "src")
+        support[version] = pp_support(src / "sglang" / "srt" / "models")
+    text = render(ranges(support), releases[0], sorted(support, key=_pkey))
+    if args.check:
+        same = args.out.is_file() and args.out.read_text(encoding="utf-8") == text
+        print(f"{args.out}: {'up to date' if same else 'differs from what the releases give'}")
+        return 0 if same else 1
+    tmp = args.out.with_suffix(".yaml.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, args.out)
+    print(f"{args.out}: {sum(len(v) for v in ranges(support).values())} classes in {len(ranges(support))} entries "
+          f"from {len(releases)} releases")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

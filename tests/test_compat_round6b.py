@@ -64,3 +64,35 @@ def test_pp_with_attention_tp_and_deepep_blocks_while_cuda_graphs_are_captured()
                                           "--enable-dp-attention").reason
     # before --moe-a2a-backend existed
     assert "pp-a2a-scattered" not in _run("8xH100", "0.4.10", *PP, "--enable-deepep-moe").reason
+
+
+MULTINODE = ("--trust-remote-code", "--tp-size", "8", "--nnodes", "2", "--node-rank", "0",
+             "--dist-init-addr", "10.0.0.1:5000")
+
+
+def test_auto_fusion_across_nodes_blocks_deepseek_on_sm100_only_in_0_5_4_to_0_5_5_post2() -> None:
+    r1 = ("--model-path", "deepseek-ai/DeepSeek-R1", *MULTINODE)
+    for release in ("0.5.4", "0.5.5"):
+        v = _run("4xGB200", release, *r1)
+        assert v.status is Status.BLOCK and "[auto-fusion-sm100-multinode-0.5.4]" in v.reason, release
+    assert "auto-fusion-sm100-multinode" not in _run("4xGB200", "0.5.5.post3", *r1).reason
+    assert "auto-fusion-sm100-multinode" not in _run("4xGB200", "0.5.3", *r1).reason
+    assert "auto-fusion-sm100-multinode" not in _run("4xGB200", "0.5.4", *r1, "--dp-size", "8",
+                                                     "--enable-dp-attention").reason
+    # one node: the fusion works there
+    assert "auto-fusion-sm100-multinode" not in _run("8xB200", "0.5.4", "--model-path", "deepseek-ai/DeepSeek-R1",
+                                                     "--trust-remote-code", "--tp-size", "8").reason
+    # Hopper: the release auto-enables only on SM100
+    assert "auto-fusion-sm100-multinode" not in _run("8xH200", "0.5.4", *r1).reason
+    # DeepSeek-V3.2 (NSA) is not auto-enabled by these releases
+    assert "auto-fusion-sm100-multinode" not in _run("4xGB200", "0.5.4", "--model-path",
+                                                     "deepseek-ai/DeepSeek-V3.2-Exp", *MULTINODE).reason
+
+
+def test_explicit_fusion_across_nodes_on_blackwell_blocks_before_the_unified_workspace() -> None:
+    llama = ("--model-path", "meta-llama/Llama-3.1-70B", *MULTINODE, "--enable-flashinfer-allreduce-fusion")
+    v = _run("4xGB200", "0.5.4.post1", *llama)
+    assert v.status is Status.BLOCK and "[fusion-ipc-multinode-blackwell-before-0.5.10]" in v.reason
+    assert "fusion-ipc-multinode" not in _run("4xGB200", "0.5.10", *llama).reason
+    single = ("--model-path", "meta-llama/Llama-3.1-70B", "--tp-size", "8", "--enable-flashinfer-allreduce-fusion")
+    assert "fusion-ipc-multinode" not in _run("8xB200", "0.5.4.post1", *single).reason

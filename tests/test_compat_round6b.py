@@ -96,3 +96,10 @@ def test_explicit_fusion_across_nodes_on_blackwell_blocks_before_the_unified_wor
     assert "fusion-ipc-multinode" not in _run("4xGB200", "0.5.10", *llama).reason
     single = ("--model-path", "meta-llama/Llama-3.1-70B", "--tp-size", "8", "--enable-flashinfer-allreduce-fusion")
     assert "fusion-ipc-multinode" not in _run("8xB200", "0.5.4.post1", *single).reason
+
+
+def test_auto_fusion_across_nodes_covers_gpt_oss_on_sm100() -> None:
+    oss = ("--model-path", "openai/gpt-oss-120b", *MULTINODE)
+    v = _run("4xGB200", "0.5.5", *oss)
+    assert v.status is Status.BLOCK and "[auto-fusion-sm100-multinode-0.5.4]" in v.reason
+    assert "auto-fusion-sm100-multinode" not in _run("4xGB200", "0.5.5.post3", *oss).reason

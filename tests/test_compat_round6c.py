@@ -177,3 +177,25 @@ def test_wna16_without_vllm_0_5_1_to_0_5_3(monkeypatch: pytest.MonkeyPatch) -> N
     assert _status(_run(monkeypatch, "1xL40S", {"sglang": "0.5.3.post3"}, flags), entry) == "block"
     assert _status(_run(monkeypatch, "1xL40S", {"sglang": "0.5.4"}, flags), entry) is None
     assert _status(_run(monkeypatch, "1xL40S", {"sglang": "0.5.2", "vllm": "0.10.1"}, flags), entry) is None
+
+
+PAGE = "hybrid-gdn-page-size-radix-no-buffer"
+
+
+@pytest.mark.parametrize("release", ["0.5.4", "0.5.8", "0.5.10.post1"])
+def test_page_size_on_hybrid_gdn_blocked_before_0_5_11(monkeypatch: pytest.MonkeyPatch, release: str) -> None:
+    r = _run(monkeypatch, "4xH100", {"sglang": release},
+             ["--model-path", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp-size", "4", "--page-size", "64"])
+    assert _status(r, PAGE) == "block"
+
+
+@pytest.mark.parametrize(("release", "extra"), [
+    ("0.5.11", ["--page-size", "64"]),
+    ("0.5.8", ["--page-size", "1"]),
+    ("0.5.8", ["--page-size", "128", "--mamba-scheduler-strategy", "extra_buffer"]),
+    ("0.5.8", ["--page-size", "64", "--disable-radix-cache"]),
+])
+def test_page_size_on_hybrid_gdn_outside(monkeypatch: pytest.MonkeyPatch, release: str, extra: list[str]) -> None:
+    r = _run(monkeypatch, "4xH100", {"sglang": release},
+             ["--model-path", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp-size", "4", *extra])
+    assert _status(r, PAGE) is None

@@ -199,3 +199,29 @@ def test_page_size_on_hybrid_gdn_outside(monkeypatch: pytest.MonkeyPatch, releas
     r = _run(monkeypatch, "4xH100", {"sglang": release},
              ["--model-path", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp-size", "4", *extra])
     assert _status(r, PAGE) is None
+
+
+def test_speculative_with_torch_native_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
+    flags = ["--model-path", "Qwen/Qwen2.5-0.5B-Instruct", "--speculative-algorithm", "NGRAM"]
+    r = _run(monkeypatch, "1xH100", {"sglang": "0.5.18"}, [*flags, "--attention-backend", "torch_native"])
+    assert _status(r, "torch-native-speculative-crash") == "block"
+    other = _run(monkeypatch, "1xH100", {"sglang": "0.5.18"}, [*flags, "--attention-backend", "triton"])
+    assert _status(other, "torch-native-speculative-crash") is None
+    plain = _run(monkeypatch, "1xH100", {"sglang": "0.5.18"},
+                 ["--model-path", "Qwen/Qwen2.5-0.5B-Instruct", "--attention-backend", "torch_native"])
+    assert _status(plain, "torch-native-speculative-crash") is None
+
+
+SPLIT = "hybrid-gdn-split-attention-backends-0.5.9"
+
+
+def test_split_backends_on_hybrid_gdn_only_in_0_5_9(monkeypatch: pytest.MonkeyPatch) -> None:
+    split = ["--prefill-attention-backend", "fa3", "--decode-attention-backend", "flashinfer"]
+    qwen35 = ["--model-path", "Qwen/Qwen3.5-35B-A3B"]
+    assert _status(_run(monkeypatch, "1xH200", {"sglang": "0.5.9"}, [*qwen35, *split]), SPLIT) == "block"
+    decode_only = _run(monkeypatch, "1xH200", {"sglang": "0.5.9"},
+                       [*qwen35, "--decode-attention-backend", "flashinfer"])
+    assert _status(decode_only, SPLIT + "-decode") == "block"
+    assert _status(_run(monkeypatch, "1xH200", {"sglang": "0.5.10"}, [*qwen35, *split]), SPLIT) is None
+    dense = _run(monkeypatch, "1xH200", {"sglang": "0.5.9"}, ["--model-path", "Qwen/Qwen3-8B", *split])
+    assert _status(dense, SPLIT) is None

@@ -225,3 +225,16 @@ def test_split_backends_on_hybrid_gdn_only_in_0_5_9(monkeypatch: pytest.MonkeyPa
     assert _status(_run(monkeypatch, "1xH200", {"sglang": "0.5.10"}, [*qwen35, *split]), SPLIT) is None
     dense = _run(monkeypatch, "1xH200", {"sglang": "0.5.9"}, ["--model-path", "Qwen/Qwen3-8B", *split])
     assert _status(dense, SPLIT) is None
+
+
+def test_bitsandbytes_and_rare_vllm_methods_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    bnb = ["--model-path", "unsloth/Qwen3-14B-unsloth-bnb-4bit", "--quantization", "bitsandbytes"]
+    assert _status(_run(monkeypatch, "1xH100", {"sglang": "0.4.6.post5"}, bnb), "quant-gguf-needs-vllm") == "block"
+    with_vllm = _run(monkeypatch, "1xH100", {"sglang": "0.4.6.post5", "vllm": "0.8.4"}, bnb)
+    assert _status(with_vllm, "quant-gguf-needs-vllm") is None
+    marlin = ["--model-path", "/models/mine", "--quantization", "marlin"]
+    entry = "quant-marlin-flag-needs-vllm-0.5"
+    assert _status(_run(monkeypatch, "1xH100", {"sglang": "0.5.3"}, marlin), entry) == "block"
+    assert _status(_run(monkeypatch, "1xH100", {"sglang": "0.5.4.post2"}, marlin), entry) is None
+    assert _status(_run(monkeypatch, "1xH100", {"sglang": "0.5.1"}, ["--model-path", "/models/m", "--quantization",
+                                                                       "gptq"]), entry) is None

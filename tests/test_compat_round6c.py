@@ -238,3 +238,12 @@ def test_bitsandbytes_and_rare_vllm_methods_without_vllm(monkeypatch: pytest.Mon
     assert _status(_run(monkeypatch, "1xH100", {"sglang": "0.5.4.post2"}, marlin), entry) is None
     assert _status(_run(monkeypatch, "1xH100", {"sglang": "0.5.1"}, ["--model-path", "/models/m", "--quantization",
                                                                        "gptq"]), entry) is None
+
+
+def test_pd_decode_node_refused_only_in_0_5_10(monkeypatch: pytest.MonkeyPatch) -> None:
+    flags = ["--model-path", "Qwen/Qwen3.5-122B-A10B", "--tp-size", "4", "--disaggregation-mode", "decode", *MTP]
+    old = _run(monkeypatch, "4xH200", {"sglang": "0.5.10"}, flags)
+    assert _status(old, SPEC + "-pd-decode") == "block" and _status(old, SPEC) is None
+    new = _run(monkeypatch, "4xH200", {"sglang": "0.5.11"}, flags)
+    assert _status(new, SPEC + "-pd-decode") is None and _status(new, SPEC) is None
+    assert new["verdict"] != "blocked"

@@ -247,3 +247,10 @@ def test_pd_decode_node_refused_only_in_0_5_10(monkeypatch: pytest.MonkeyPatch) 
     new = _run(monkeypatch, "4xH200", {"sglang": "0.5.11"}, flags)
     assert _status(new, SPEC + "-pd-decode") is None and _status(new, SPEC) is None
     assert new["verdict"] != "blocked"
+
+
+def test_page_size_on_a_pd_decode_node_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    r = _run(monkeypatch, "4xH100", {"sglang": "0.5.8"},
+             ["--model-path", "Qwen/Qwen3-Next-80B-A3B-Instruct", "--tp-size", "4", "--page-size", "64",
+              "--disaggregation-mode", "decode"])
+    assert _status(r, PAGE) is None

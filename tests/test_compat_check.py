@@ -4,6 +4,8 @@ a downgrade reaches the profile (and so the launch); facts nobody knows never fi
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 from sglwrap.host.catalogue import resolve_assume
 from sglwrap.host.facts import HostFacts
@@ -320,18 +322,74 @@ def test_hybrid_attention_with_speculative_decoding_by_release() -> None:
 
 
 def test_compressed_tensors_int8_names_by_release_and_quantization_flag() -> None:
-    """llm-compressor's "quantized.w8a8" blocks in 0.4.4.post2 - 0.5.2 unless --quantization w8a8_int8; a bare
-    W8A8-Int8 name only warns (it may be SGLang's own format)."""
+    """Without a config.json, an INT8 W8A8 name in 0.4.4.post2 - 0.5.2 gets --quantization w8a8_int8 added (the
+    method that loads both compressed-tensors and SGLang's own format); a user's own flag, another release or an FP8
+    name leave it alone."""
     nm = ("--model-path", "neuralmagic/Qwen2-0.5B-Instruct-quantized.w8a8")
     v = _run("1xH100", "0.5.2", *nm)
-    assert v.status is Status.BLOCK and "[compressed-tensors-w8a8-int8-undefined]" in v.reason
+    assert v.status is Status.DOWNGRADE and "[compressed-tensors-w8a8-int8-named-undefined]" in v.reason
+    assert "quantization unknown" in v.reason
     assert "compressed-tensors-w8a8" not in _run("1xH100", "0.5.2", *nm, "--quantization", "w8a8_int8").reason
     assert "compressed-tensors-w8a8" not in _run("1xH100", "0.5.3", *nm).reason
     assert "compressed-tensors-w8a8" not in _run("1xH100", "0.4.4.post1", *nm).reason
     fp8 = _run("1xH100", "0.5.2", "--model-path", "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic").reason
     assert "compressed-tensors-w8a8" not in fp8
     named = _run("1xH100", "0.4.5", "--model-path", "org/Qwen2.5-14B-W8A8-Int8")
-    assert named.status is Status.WARN and "[compressed-tensors-w8a8-int8-named-undefined]" in named.reason
+    assert named.status is Status.DOWNGRADE and "[compressed-tensors-w8a8-int8-named-undefined]" in named.reason
+
+
+def _checkpoint(tmp_path: Path, name: str, quant: dict | None) -> str:
+    """A model directory whose config.json is Qwen2-0.5B's shape with ``quant`` as its quantization_config."""
+    cfg = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864,
+           "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2, "vocab_size": 151936,
+           "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}
+    if quant is not None:
+        cfg["quantization_config"] = quant
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    return str(d)
+
+
+CT_INT8 = {"quant_method": "compressed-tensors", "format": "int-quantized",
+           "config_groups": {"group_0": {"targets": ["Linear"],
+                                         "weights": {"num_bits": 8, "type": "int", "strategy": "channel"},
+                                         "input_activations": {"num_bits": 8, "type": "int", "dynamic": True}}}}
+
+
+def test_the_checkpoint_config_decides_over_the_name(tmp_path: Path) -> None:
+    """With config.json at hand the quantization it states decides: compressed-tensors INT8 under any name gets the
+    flag added (and the launch argv carries it); SGLang's own w8a8_int8 format or an FP8 scheme under an INT8 name
+    gets nothing; neither does a launch that names its own --quantization."""
+    plain = _checkpoint(tmp_path, "model", CT_INT8)
+    f = facts("1xA100", sglang="0.4.6")
+    r = run_preflight(f, load_profile("baseline"), ("--model-path", plain), flags=bundled_table("0.4.6"))
+    v = next(c for c in r.checks if c.id == "compat")
+    assert v.status is Status.DOWNGRADE and "[compressed-tensors-w8a8-int8-undefined]" in v.reason
+    assert "checkpoint quantization compressed-tensors:w8a8-int" in v.reason
+    assert r.verdict == "downgraded"
+    assert any(d["feature"] == "sglang:quantization" and d["set"] == "w8a8_int8" for d in r.manifest()["downgrades"])
+    assert r.profile is not None and r.profile.sglang["quantization"] == "w8a8_int8"
+    own = _checkpoint(tmp_path, "Qwen2-W8A8-Int8", {"quant_method": "w8a8_int8"})
+    assert "compressed-tensors-w8a8" not in _run("1xA100", "0.4.6", "--model-path", own).reason
+    fp8 = dict(CT_INT8, config_groups={"group_0": {"weights": {"num_bits": 8, "type": "float"},
+                                                   "input_activations": {"num_bits": 8, "type": "float"}}})
+    named_fp8 = _checkpoint(tmp_path, "Qwen2-W8A8-Int8-really-fp8", fp8)
+    assert "compressed-tensors-w8a8" not in _run("1xA100", "0.4.6", "--model-path", named_fp8).reason
+    assert "compressed-tensors-w8a8" not in _run("1xA100", "0.5.3", "--model-path", plain).reason
+    assert "compressed-tensors-w8a8" not in _run("1xA100", "0.4.6", "--model-path", plain, "--quantization",
+                                                 "w8a8_int8").reason
+
+
+def test_checkpoint_quant_names_the_scheme() -> None:
+    from sglwrap.compat.match import checkpoint_quant
+
+    assert checkpoint_quant(None) == "unknown"
+    assert checkpoint_quant({"architectures": ["X"]}) == "none"
+    assert checkpoint_quant({"quantization_config": {"quant_method": "FP8"}}) == "fp8"
+    assert checkpoint_quant({"quantization_config": CT_INT8}) == "compressed-tensors:w8a8-int"
+    w4 = {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int"}}}}
+    assert checkpoint_quant({"quantization_config": w4}) == "compressed-tensors:w4a16-int"
 
 
 def test_pp_on_qwen3_moe_blocks_only_in_the_release_whose_load_weights_walks_every_layer() -> None:

@@ -29,6 +29,9 @@ Conditions:
                                 (``sglwrap.sglang.resolved``: attention_backend, page_size, ...); None never holds
   arch / not_arch               [architectures]: one of / none of the model config.json's ``architectures`` (config
                                 not found: neither holds)
+  checkpoint_quant              a regular expression the checkpoint's quantization matches, as ``checkpoint_quant()``
+                                names it from config.json ("compressed-tensors:w8a8-int", "fp8", "none"); "unknown"
+                                when no config.json is found (so an entry can say what holds without one)
 """
 
 from __future__ import annotations
@@ -236,8 +239,8 @@ def _resolved_auto(ctx: Context) -> set[str] | None:
     return None if res is None else set(getattr(res, "auto_enabled", ()) or ())
 
 
-def model_architectures(ctx: Context) -> list[str] | None:
-    """The ``architectures`` of the model's config.json (found as the memory planner finds it), or None."""
+def _model_facts(ctx: Context) -> Any | None:
+    """The model's ModelFacts (config.json found as the memory planner finds it), or None when nobody can read it."""
     path = ctx.args.model_path
     if not path:
         return None
@@ -247,9 +250,50 @@ def model_architectures(ctx: Context) -> list[str] | None:
         facts = _load(path)
     except Exception:  # an unreadable config is a fact nobody knows
         return None
-    if isinstance(facts, str):
-        return None
-    return facts.architectures or None
+    return None if isinstance(facts, str) else facts
+
+
+def model_architectures(ctx: Context) -> list[str] | None:
+    """The ``architectures`` of the model's config.json (found as the memory planner finds it), or None."""
+    facts = _model_facts(ctx)
+    return (facts.architectures or None) if facts is not None else None
+
+
+def _ct_scheme(qcfg: dict[str, Any]) -> str:
+    """A compressed-tensors config's scheme as ``w<bits>a<bits>-<type>`` (its first config group), or "" unread."""
+    groups = qcfg.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        return ""
+    first = next(iter(groups.values()))
+    if not isinstance(first, dict):
+        return ""
+    w, a = first.get("weights") or {}, first.get("input_activations") or {}
+    if not isinstance(w, dict) or not isinstance(a, dict) or not w.get("num_bits"):
+        return ""
+    wtype = str(w.get("type", "int")).lower()
+    abits = a.get("num_bits") or 16
+    return f"w{w['num_bits']}a{abits}-{wtype}"
+
+
+def checkpoint_quant(config: dict[str, Any] | None) -> str:
+    """The checkpoint's quantization named from its config.json: "unknown" (no config), "none", the
+    ``quant_method`` in lower case, or "compressed-tensors:<scheme>" (e.g. "compressed-tensors:w8a8-int")."""
+    if config is None:
+        return "unknown"
+    qcfg = config.get("quantization_config") or config.get("compression_config")
+    if not isinstance(qcfg, dict):
+        return "none"
+    method = str(qcfg.get("quant_method") or qcfg.get("format") or "unknown").lower().replace("_", "-")
+    if method == "compressed-tensors":
+        scheme = _ct_scheme(qcfg)
+        return f"{method}:{scheme}" if scheme else method
+    return method
+
+
+def model_config(ctx: Context) -> dict[str, Any] | None:
+    """The model's config.json as a dict, or None when nobody can read it."""
+    facts = _model_facts(ctx)
+    return facts.config if facts is not None else None
 
 
 def matches(entry: Entry, ctx: Context) -> Match | None:
@@ -331,6 +375,12 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         if not archs or any(a in ap["not_arch"] for a in archs):
             return None  # no config found: nobody knows, so nothing fires
         said.append(f"architecture {archs[0]}")
+    if "checkpoint_quant" in ap:
+        quant = checkpoint_quant(model_config(ctx))
+        if not re.search(str(ap["checkpoint_quant"]), quant, re.I):
+            return None
+        said.append("checkpoint quantization unknown (no config.json)" if quant == "unknown"
+                    else f"checkpoint quantization {quant}")
     if "lacks_arch" in ap:
         pkgs = ap["lacks_arch"] if isinstance(ap["lacks_arch"], list) else [ap["lacks_arch"]]
         missing = []

@@ -37,6 +37,9 @@ def test_eagle_swa_target_edges() -> None:
     assert not _fires(e, "1xA100-80G", "0.5.10.post1", "--model-path", "google/gemma-3n-E4B-it", *EAGLE)
     assert not _fires(e, "1xH100", "0.5.10.post1", "--model-path", "google/gemma-3-4b-it", *EAGLE,
                       "--attention-backend", "fa3")
+    # Hopper: the release picks fa3 by itself there, which does not take the crashing path; Blackwell picks flashinfer
+    assert not _fires(e, "1xH100", "0.5.10.post1", "--model-path", "google/gemma-3-4b-it", *EAGLE)
+    assert _fires(e, "1xB200", "0.5.10.post1", "--model-path", "google/gemma-3-4b-it", *EAGLE)
 
 
 def test_llama4_attention_backend_required_edges() -> None:

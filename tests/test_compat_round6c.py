@@ -36,7 +36,9 @@ GPTQ = "hybrid-gdn-gptq-fp16-conv-state"
 @pytest.mark.parametrize("release", ["0.5.9", "0.5.15.post1", "0.5.23"])
 def test_fp16_hybrid_gdn_fires_from_0_5_9(monkeypatch: pytest.MonkeyPatch, release: str) -> None:
     r = _run(monkeypatch, "1xH100", {"sglang": release}, ["--model-path", "Qwen/Qwen3.6-27B", "--dtype", "float16"])
-    assert _status(r, FP16) == "block" and r["verdict"] == "blocked"
+    # the user's float16 stays; the conv state follows it (the variable the user did not set)
+    assert _status(r, FP16) == "downgrade" and r["verdict"] == "downgraded"
+    assert "SGLANG_MAMBA_CONV_DTYPE=float16" in next(c["reason"] for c in r["checks"] if c["id"] == "compat")
 
 
 @pytest.mark.parametrize(("release", "flags", "env"), [

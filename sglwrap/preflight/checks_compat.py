@@ -6,8 +6,10 @@ What a matching entry does:
 - ``warn``: a warning with the fix.
 - ``block``: nothing makes this launch work (``--force`` turns a block caused by the user's own flag into a warning).
 - ``downgrade``: SGLang's own default path would crash and the entry's ``downgrade`` turns it off, so the launch is
-  downgraded (even under ``--profile baseline``) and the change is recorded; when the user's own flag chose the
-  path, it blocks instead (the user asked for exactly what fails).
+  downgraded (even under ``--profile baseline``) and the change is recorded. When the user's own flags are among
+  the entry's conditions, it still downgrades if the change touches only settings the user left to SGLang (an
+  EAGLE3 launch keeps EAGLE3 and gets a draft attention backend that works); when it would override something the
+  user gave, or turns a feature off, it blocks instead (the user asked for exactly what fails).
 """
 
 from __future__ import annotations
@@ -57,12 +59,26 @@ def _blocked_by_profile(ctx: Context, entry: Entry) -> str | None:
     return None
 
 
+def _spares_the_user(ctx: Context, entry: Entry) -> bool:
+    """True when the entry's downgrade sets only SGLang settings and variables the user did not give."""
+    down = entry.downgrade
+    if down.get("feature") or not (down.get("sglang") or down.get("env")):
+        return False
+    from sglwrap.settings import SETTINGS
+
+    for name in (down.get("sglang") or {}):
+        dests = {flag.lstrip("-").replace("-", "_") for flag in SETTINGS[name].flags} | {name}
+        if any(ctx.args.is_given(d) for d in dests):
+            return False
+    return not any(ctx.environ.get(name) is not None for name in (down.get("env") or {}))
+
+
 def _one(ctx: Context, m: Match) -> Verdict:
     e = m.entry
     head = f"[{e.id}] {e.title} ({m.facts}): {e.consequence}"
     if e.severity == "warn":
         return Verdict(CHECK_ID, Status.WARN, head, e.fix)
-    if e.severity == "downgrade" and not m.user_flags:
+    if e.severity == "downgrade" and (not m.user_flags or _spares_the_user(ctx, e)):
         required = _blocked_by_profile(ctx, e)
         if required is None:
             changes = downgrade_changes(e, f"{e.title} [{e.id}]")

@@ -198,7 +198,9 @@ _PROBE_PART = {"torch": "torch", "flashinfer-python": "flashinfer", "sglang": "s
 
 
 # What an SGLang release brings with it (its pins and theirs): another release planned means other versions of these.
-RELEASE_PINNED = frozenset(stack.PACKAGES) - {"sglang", "nvidia-ml-py", "cupy-cuda12x", "cupy-cuda13x"}
+# bitsandbytes is no SGLang requirement in any release read (0.4.1.post4 - 0.5.23; only the "test" extra names it from
+# 0.5.7): installing another release keeps it.
+RELEASE_PINNED = frozenset(stack.PACKAGES) - {"sglang", "nvidia-ml-py", "cupy-cuda12x", "cupy-cuda13x", "bitsandbytes"}
 
 
 def apply_assume_stack(facts: HostFacts, overrides: Mapping[str, str]) -> HostFacts:

@@ -45,6 +45,7 @@ PACKAGES: tuple[str, ...] = (
     "cupy-cuda12x",
     "cupy-cuda13x",
     "vllm",  # SGLang 0.4.4.post2 - 0.5.4.post1 import some quantization methods from it (compat/quantization.yaml)
+    "bitsandbytes",  # the bitsandbytes loader and quantization method import it (compat/quantization.yaml)
 )
 PROBE_SCRIPT = Path(__file__).with_name("_stack_probe.py")
 PROBE_TIMEOUT_S = 120

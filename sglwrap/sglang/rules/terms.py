@@ -8,7 +8,7 @@ that range has; :data:`RANGES` lists the ranges with the lines each was read fro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
@@ -50,7 +50,8 @@ class Terms:
     context_clamp: bool          # 0.5.13-0.5.16: prefill graph max <= --context-length
     attn_default: str            # where the default attention backend is chosen: "runtime" (ModelRunner, 0.5.3-0.5.4),
                                  # "fa3arch" (server args, fa3 only for listed archs, 0.5.5-0.5.6), "fa3arch_trtllm"
-                                 # (+ trtllm_mha on SM100, 0.5.7), "generic" (0.5.8+)
+                                 # (+ trtllm_mha on SM100, 0.5.7), "fa3arch_trtllm_unguarded" (0.5.6.post1/post2:
+                                 # trtllm_mha on SM100 and SM12x, an unset spec topk too), "generic" (0.5.8+)
     trtllm_mha_pages: tuple[int, ...] = (16, 32, 64)
 
 
@@ -201,7 +202,13 @@ def _attention_default(ctx: Ctx, t: Terms) -> str | None:
         ctx.note("attention_backend: fa3 on Hopper only for SGLang's FA3-default architectures; model unknown")
     if hopper and no_spec_or_topk1 and fa3_ok:
         return "fa3"
-    if t.attn_default != "fa3arch" and sm100 and no_spec_or_topk1 and (ctx.spec is None or topk is not None):
+    # 0.5.6.post1/post2 test is_blackwell() (CC 10.x and 12.x) and take an unset --speculative-eagle-topk for 1
+    # (0.5.6.post2 server_args.py:1374-1383); 0.5.7 tests is_sm100_supported() and skips an unset topk under
+    # speculative decoding (PR 15127, 0.5.7 server_args.py:1533-1542)
+    unguarded = t.attn_default == "fa3arch_trtllm_unguarded"
+    blackwell = cap[0] in (10, 12) if unguarded else sm100
+    if t.attn_default != "fa3arch" and blackwell and no_spec_or_topk1 and (unguarded or ctx.spec is None
+                                                                            or topk is not None):
         return "trtllm_mha"
     ctx.note("attention_backend: flashinfer assumes FlashInfer installed and a model without attention sinks "
              "(else triton)")
@@ -468,7 +475,11 @@ T_0_5_23 = _t("0.5.23", "arg_groups/memory_hook.py:47-414", prefill="bcg19", buc
 # Post releases that carried the next release's defaults (found by ``python -m sglwrap.sglang.check_defaults``:
 # tests/fixtures/sglang_defaults/0.5.4.post2.json, 0.5.6.post1.json agree with these rules on every grid case;
 # 0.5.4.post1 matches neither 0.5.4 nor 0.5.5 and keeps 0.5.4's rules).  The cited lines are the later release's.
-_POST_BACKPORTS = (("0.5.4.post2", T_0_5_5), ("0.5.6.post1", T_0_5_7))
+# 0.5.6.post1/post2 carry 0.5.7's backend default without its PR 15127 guard and with is_blackwell() (CC 10 and 12)
+# for is_sm100_supported(): the grid's RTX PRO 6000 cases refuse ("TRTLLM MHA backend is only supported on Blackwell
+# GPUs (SM100)"), the B200 ones set the topk.
+T_0_5_6_POST1 = replace(T_0_5_7, attn_default="fa3arch_trtllm_unguarded")
+_POST_BACKPORTS = (("0.5.4.post2", T_0_5_5), ("0.5.6.post1", T_0_5_6_POST1))
 
 RANGES = tuple(sorted(
     [_range(t.first, f"{t.first}: {t.where}", t) for t in (

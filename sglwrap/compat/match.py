@@ -32,6 +32,11 @@ Conditions:
   checkpoint_quant              a regular expression the checkpoint's quantization matches, as ``checkpoint_quant()``
                                 names it from config.json ("compressed-tensors:w8a8-int", "fp8", "none"); "unknown"
                                 when no config.json is found (so an entry can say what holds without one)
+  prefill_per_rank_over         {cap: n, env: NAME}: the prefill tokens one rank runs in a forward (the chunked
+                                prefill size the release resolves, already divided by dp size under DP attention
+                                where the release does so; chunked prefill off counts as over) exceed the integer in
+                                NAME as a worker will see it, else ``cap`` (no ``env``: ``cap`` alone); as
+                                ``resolved``, a default of a release nobody named or installed never holds
 """
 
 from __future__ import annotations
@@ -239,6 +244,28 @@ def _resolved_auto(ctx: Context) -> set[str] | None:
     return None if res is None else set(getattr(res, "auto_enabled", ()) or ())
 
 
+def _prefill_per_rank_over(ctx: Context, spec: dict[str, Any]) -> str | None:
+    """What ``prefill_per_rank_over`` found when it holds (the per-rank prefill chunk above the cap), else None."""
+    cap, name = int(spec["cap"]), spec.get("env")
+    raw = ctx.env(str(name)) if name else None
+    if raw not in (None, ""):
+        try:
+            cap = int(str(raw).strip())
+        except ValueError:
+            return None  # SGLang's own int() would refuse it first: not this entry's failure
+    res = resolved_args(ctx)
+    if res is None:
+        return None
+    if (getattr(res, "sources", {}) or {}).get("chunked_prefill_size") != "user" and "sglang" not in ctx.stack.packages:
+        return None  # SGLang's own default, for a release nobody named: the bundled release is a guess
+    cps = int(res.chunked_prefill_size)
+    if 0 < cps <= cap:
+        return None
+    where = f"{name}={raw}" if raw not in (None, "") else f"cap {cap}"
+    return (f"prefill chunk per rank {cps} > {where}" if cps > 0
+            else f"chunked prefill off (whole prompts per forward) > {where}")
+
+
 def _model_facts(ctx: Context) -> Any | None:
     """The model's ModelFacts (config.json found as the memory planner finds it), or None when nobody can read it."""
     path = ctx.args.model_path
@@ -363,6 +390,11 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         if (getattr(res, "sources", {}) or {}).get(name) != "user" and "sglang" not in ctx.stack.packages:
             return None  # SGLang's own default, for a release nobody named: the bundled release is a guess
         said.append(f"SGLang resolves {name}={val}")
+    if "prefill_per_rank_over" in ap:
+        over = _prefill_per_rank_over(ctx, ap["prefill_per_rank_over"])
+        if over is None:
+            return None
+        said.append(over)
     if "arch" in ap:
         archs = model_architectures(ctx)
         wanted = ap["arch"] if isinstance(ap["arch"], list) else [ap["arch"]]

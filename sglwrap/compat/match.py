@@ -8,7 +8,8 @@ Conditions:
   packages                      {name: "<spec>"}: ">=0.5.0,<0.5.9", "==0.6.*", "*" (any installed version); names
                                 are distributions, or torch-cuda, nccl, nvcc, driver, cuda-driver
   absent                        distributions that are not installed (judged only when the stack is known)
-  args / not_args               {dest: value | [values] | true | "*" | {ge|gt|le|lt: n}} on SGLang's parsed args
+  args / not_args               {dest: value | [values] | true | "*" | {ge|gt|le|lt: n}} on SGLang's parsed args;
+                                n may name another dest ({lt: tp_size}: below the launch's tp size; unset: no hold)
   not_user_args                 as not_args, on the values the user gave only (the bundled defaults of the nearest
                                 release read may differ from a post release's)
   env                           {NAME: value | [values] | null} as a worker will see it (null: unset)
@@ -150,6 +151,22 @@ def value_ok(value: Any, cond: Any) -> bool:
     options = cond if isinstance(cond, list) else [cond]
     norm = {_norm(o) for o in options}
     return _norm(value) in norm
+
+
+def _bind(cond: Any, ctx: Context) -> Any:
+    """A comparison whose operand names another dest ({lt: tp_size}) with that dest's value filled in; None when
+    that dest has no numeric value (the condition then says nothing). Other conditions come back unchanged."""
+    if not isinstance(cond, dict) or not any(isinstance(v, str) for v in cond.values()):
+        return cond
+    out = {}
+    for op, operand in cond.items():
+        if isinstance(operand, str):
+            try:
+                operand = float(ctx.args.get(operand))
+            except (TypeError, ValueError):
+                return None
+        out[op] = operand
+    return out
 
 
 def _norm(v: Any) -> str:
@@ -353,14 +370,16 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
     user: list[str] = []
     for dest, cond in (ap.get("args") or {}).items():
         val = ctx.args.get(dest)
-        if not value_ok(val, cond):
+        cond = _bind(cond, ctx)
+        if cond is None or not value_ok(val, cond):
             return None
         if ctx.args.is_given(dest):
             user.append(f"{ctx.args.flag_for(dest) or dest} {val}" if not isinstance(val, bool)
                         else ctx.args.flag_for(dest) or dest)
         said.append(f"{dest}={val}")
     for dest, cond in (ap.get("not_args") or {}).items():
-        if value_ok(ctx.args.get(dest), cond):
+        cond = _bind(cond, ctx)
+        if cond is not None and value_ok(ctx.args.get(dest), cond):
             return None
     for dest, cond in (ap.get("not_user_args") or {}).items():  # only what the user gave (defaults can lag a post release)
         if ctx.args.is_given(dest) and value_ok(ctx.args.get(dest), cond):

@@ -23,7 +23,7 @@ APPLIES_KEYS = {"cc", "cc_min", "cc_max", "cc_not", "gpu_name", "interconnect", 
                 "not_args", "env", "auto", "lacks_arch", "world_min", "gpus_min", "mixed_gpus", "vendor",
                 "iommu", "acs", "model", "nnodes_min", "nnodes_max", "gpus_max", "world_max", "p2p",
                 "version_differs", "host", "forward_compat", "resolved", "arch", "not_user_args", "not_arch",
-                "checkpoint_quant"}
+                "checkpoint_quant", "prefill_per_rank_over"}
 DOWNGRADE_KEYS = {"feature", "sglang", "env"}
 
 
@@ -84,6 +84,10 @@ def validate_entry(raw: Any, where: str) -> list[str]:
     else:
         for key in sorted(set(applies) - APPLIES_KEYS):
             err(f"applies: unknown condition {key!r} (allowed: {', '.join(sorted(APPLIES_KEYS))})")
+        over = applies.get("prefill_per_rank_over")
+        if over is not None and not (isinstance(over, dict) and isinstance(over.get("cap"), int)
+                                     and set(over) <= {"cap", "env"} and isinstance(over.get("env", ""), str)):
+            err("applies: prefill_per_rank_over must be {cap: <int>, env: <NAME>} (env optional)")
     sources = raw.get("sources")
     if not isinstance(sources, list) or not sources:
         err("sources must be a non-empty list of URLs")

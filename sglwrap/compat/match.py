@@ -8,7 +8,8 @@ Conditions:
   packages                      {name: "<spec>"}: ">=0.5.0,<0.5.9", "==0.6.*", "*" (any installed version); names
                                 are distributions, or torch-cuda, nccl, nvcc, driver, cuda-driver
   absent                        distributions that are not installed (judged only when the stack is known)
-  args / not_args               {dest: value | [values] | true | "*" | {ge|gt|le|lt: n}} on SGLang's parsed args
+  args / not_args               {dest: value | [values] | true | "*" | {ge|gt|le|lt: n}} on SGLang's parsed args;
+                                n may name another dest ({lt: tp_size}: below the launch's tp size; unset: no hold)
   not_user_args                 as not_args, on the values the user gave only (the bundled defaults of the nearest
                                 release read may differ from a post release's)
   env                           {NAME: value | [values] | null} as a worker will see it (null: unset)
@@ -32,6 +33,11 @@ Conditions:
   checkpoint_quant              a regular expression the checkpoint's quantization matches, as ``checkpoint_quant()``
                                 names it from config.json ("compressed-tensors:w8a8-int", "fp8", "none"); "unknown"
                                 when no config.json is found (so an entry can say what holds without one)
+  prefill_per_rank_over         {cap: n, env: NAME}: the prefill tokens one rank runs in a forward (the chunked
+                                prefill size the release resolves, already divided by dp size under DP attention
+                                where the release does so; chunked prefill off counts as over) exceed the integer in
+                                NAME as a worker will see it, else ``cap`` (no ``env``: ``cap`` alone); as
+                                ``resolved``, a default of a release nobody named or installed never holds
 """
 
 from __future__ import annotations
@@ -147,6 +153,22 @@ def value_ok(value: Any, cond: Any) -> bool:
     return _norm(value) in norm
 
 
+def _bind(cond: Any, ctx: Context) -> Any:
+    """A comparison whose operand names another dest ({lt: tp_size}) with that dest's value filled in; None when
+    that dest has no numeric value (the condition then says nothing). Other conditions come back unchanged."""
+    if not isinstance(cond, dict) or not any(isinstance(v, str) for v in cond.values()):
+        return cond
+    out = {}
+    for op, operand in cond.items():
+        if isinstance(operand, str):
+            try:
+                operand = float(ctx.args.get(operand))
+            except (TypeError, ValueError):
+                return None
+        out[op] = operand
+    return out
+
+
 def _norm(v: Any) -> str:
     if v is None:
         return "null"
@@ -239,6 +261,28 @@ def _resolved_auto(ctx: Context) -> set[str] | None:
     return None if res is None else set(getattr(res, "auto_enabled", ()) or ())
 
 
+def _prefill_per_rank_over(ctx: Context, spec: dict[str, Any]) -> str | None:
+    """What ``prefill_per_rank_over`` found when it holds (the per-rank prefill chunk above the cap), else None."""
+    cap, name = int(spec["cap"]), spec.get("env")
+    raw = ctx.env(str(name)) if name else None
+    if raw not in (None, ""):
+        try:
+            cap = int(str(raw).strip())
+        except ValueError:
+            return None  # SGLang's own int() would refuse it first: not this entry's failure
+    res = resolved_args(ctx)
+    if res is None:
+        return None
+    if (getattr(res, "sources", {}) or {}).get("chunked_prefill_size") != "user" and "sglang" not in ctx.stack.packages:
+        return None  # SGLang's own default, for a release nobody named: the bundled release is a guess
+    cps = int(res.chunked_prefill_size)
+    if 0 < cps <= cap:
+        return None
+    where = f"{name}={raw}" if raw not in (None, "") else f"cap {cap}"
+    return (f"prefill chunk per rank {cps} > {where}" if cps > 0
+            else f"chunked prefill off (whole prompts per forward) > {where}")
+
+
 def _model_facts(ctx: Context) -> Any | None:
     """The model's ModelFacts (config.json found as the memory planner finds it), or None when nobody can read it."""
     path = ctx.args.model_path
@@ -326,14 +370,16 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
     user: list[str] = []
     for dest, cond in (ap.get("args") or {}).items():
         val = ctx.args.get(dest)
-        if not value_ok(val, cond):
+        cond = _bind(cond, ctx)
+        if cond is None or not value_ok(val, cond):
             return None
         if ctx.args.is_given(dest):
             user.append(f"{ctx.args.flag_for(dest) or dest} {val}" if not isinstance(val, bool)
                         else ctx.args.flag_for(dest) or dest)
         said.append(f"{dest}={val}")
     for dest, cond in (ap.get("not_args") or {}).items():
-        if value_ok(ctx.args.get(dest), cond):
+        cond = _bind(cond, ctx)
+        if cond is not None and value_ok(ctx.args.get(dest), cond):
             return None
     for dest, cond in (ap.get("not_user_args") or {}).items():  # only what the user gave (defaults can lag a post release)
         if ctx.args.is_given(dest) and value_ok(ctx.args.get(dest), cond):
@@ -363,6 +409,11 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         if (getattr(res, "sources", {}) or {}).get(name) != "user" and "sglang" not in ctx.stack.packages:
             return None  # SGLang's own default, for a release nobody named: the bundled release is a guess
         said.append(f"SGLang resolves {name}={val}")
+    if "prefill_per_rank_over" in ap:
+        over = _prefill_per_rank_over(ctx, ap["prefill_per_rank_over"])
+        if over is None:
+            return None
+        said.append(over)
     if "arch" in ap:
         archs = model_architectures(ctx)
         wanted = ap["arch"] if isinstance(ap["arch"], list) else [ap["arch"]]

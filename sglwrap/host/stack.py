@@ -46,6 +46,8 @@ PACKAGES: tuple[str, ...] = (
     "cupy-cuda13x",
     "vllm",  # SGLang 0.4.4.post2 - 0.5.4.post1 import some quantization methods from it (compat/quantization.yaml)
     "bitsandbytes",  # the bitsandbytes loader and quantization method import it (compat/quantization.yaml)
+    "outlines",  # SGLang <= 0.1.12 and 0.3.x import outlines modules that later outlines releases removed
+    "torch-memory-saver",  # --enable-memory-saver needs it; an optional extra before SGLang 0.5.3
 )
 PROBE_SCRIPT = Path(__file__).with_name("_stack_probe.py")
 PROBE_TIMEOUT_S = 120

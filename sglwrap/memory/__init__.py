@@ -87,8 +87,9 @@ class MemoryPlan:
         return {"family": lay.family, "linear_layers": mc.linear_layers, "full_attention_layers": mc.full_layers,
                 "conv_state_shape": list(mc.state.conv), "ssm_state_shape": list(mc.state.temporal),
                 "conv_dtype": mc.conv_dtype, "ssm_dtype": mc.ssm_dtype,
-                "per_request_bytes": m.per_request_bytes, "slots": m.slots, "slots_source": m.slots_source,
-                "budget_bytes": None if m.budget_bytes is None else int(m.budget_bytes),
+                # never negative: SGLang's own error text keeps its arithmetic (a negative K), the pool holds none
+                "per_request_bytes": m.per_request_bytes, "slots": max(0, m.slots), "slots_source": m.slots_source,
+                "budget_bytes": None if m.budget_bytes is None else max(0, int(m.budget_bytes)),
                 "ratio": m.ratio if m.budget_bytes is not None else None,
                 "ratio_source": m.ratio_source if m.budget_bytes is not None else None,
                 "state_bytes": self.budget.mamba_state, "spec_reserve_bytes": m.spec_reserve_bytes,
@@ -294,7 +295,7 @@ def _terms(facts: HostFacts, interconnect: str, shape: ModelShape, args: ServerA
                                   context_len=args.context_length or shape.context_len, tp=args.tp_size) if draft
         else fits.exact(0, "no draft model"),
         deepep=deepep_buffers(shape, extra, max(args.ep_size, args.tp_size), env),
-        lora=lora_buffers(shape, extra, args.tp_size, args.attn_tp_size))
+        lora=lora_buffers(shape, extra, args.tp_size, args.attn_tp_size, version))
 
 
 def _weights_rel_pm(shape: ModelShape, params_based: bool) -> float:
@@ -317,6 +318,11 @@ def _replanned_fix(facts: HostFacts, profile_env: Mapping[str, str], cmd: Sglang
     if kind in ("kv_pool_oom", "weights_dont_fit"):
         start = int(max(b.min_mem_fraction_static, f) * 100) + 1
         cands += [("--mem-fraction-static", f"{x / 100:.2f}") for x in range(start, 96)]
+        if b.lora and kind == "kv_pool_oom":  # the LoRA pool scales with the adapter slots (mem_pool.py)
+            slots = int(str(args.given.get("max_loras_per_batch") or 8))
+            while slots > 1:
+                slots //= 2
+                cands.append(("--max-loras-per-batch", str(slots)))
         if args.kv_cache_dtype in ("auto", "bfloat16", "float16") and kind == "kv_pool_oom" and b.kv_budget > 0:
             cands.append(("--kv-cache-dtype", "fp8_e4m3"))
         tp2 = args.tp_size * 2

@@ -97,6 +97,7 @@ class Budget:
     swa_cell: float | None = None  # hybrid SWA: bytes per full token incl. the ratio's SWA share
     mamba: MambaPool | None = None  # mamba / linear-attention hybrid: the state pool sized before the KV pool
     mamba_error: str | None = None  # SGLang's RuntimeError for a state pool too small (K <= 0 or K // ratio = 0)
+    mamba_error_sure: bool = True  # the error stands at the KV budget's + its ± too (else it is within the ±)
     mamba_state: int = 0  # bytes of the state pool ((K + 1) x per request), taken from rest before the KV pool
     overhead: int = 0  # driver reserve + CUDA context + torch before NCCL (fitted per GPU family)
     p_pm: int = 0  # ± of P
@@ -108,6 +109,7 @@ class Budget:
     draft_graphs: int = 0
     deepep: int = 0  # DeepEP / NVSHMEM buffers, created at the first MoE dispatch (after KV sizing)
     lora: int = 0  # LoRA adapter buffers (allocated before the KV pool is sized: they come out of P*f)
+    lora_pm: int = 0  # ± of the LoRA buffers (all of them when the adapters' rank is not known)
     weights_peak: int = 0  # the loading peak per rank when it exceeds W (online quantisation of a 16-bit checkpoint)
     term_sources: tuple[tuple[str, str], ...] = ()
 
@@ -197,8 +199,12 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
     # model_runner.py:153-165, 0.5.23 :733 "before the KV cache is sized"), so they come out of the KV budget
     lora = t.lora.bytes
     rest = static_limit - w - mm - lora
+    kv_pm = rss(f * p_pm, w_pm, t.lora.pm)
     mpool = _mamba_pool(cell, rest, args) if cell.mamba is not None else None
     mamba_error = mpool.error if mpool is not None else None
+    # a failure of the state pool is sure only when the budget at the top of its ± fails too (an unknown LoRA rank
+    # carries ± all of its buffers: it widens the verdict instead of deciding it)
+    mamba_sure = mpool is None or _mamba_fails(_mamba_pool(cell, rest + int(kv_pm), args))
     if mpool is not None and args.speculative_algorithm and (args.max_running_requests is None
                                                              or args.speculative_num_draft_tokens is None):
         notes.append("speculative decoding's intermediate mamba state (kv_cache_configurator.py:3357-3380) is not "
@@ -238,7 +244,6 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
     # prefill graphs: SGLang's own reserve, unmeasured here (± all of it); activations: an estimate (± half)
     need_pm = rss(graphs_t.pm, prefill_graphs, acts // 2, t.deepep.pm,
                   t.draft_graphs.pm if resolved.decode_graph else 0, 0 if t.draft_in_weights else t.draft_weights.pm)
-    kv_pm = rss(f * p_pm, w_pm, t.lora.pm)
     slack_pm = int((1 - f) * p_pm)
     min_pool = _min_pool_bytes(cell, args.page_size)
     if mpool is not None:
@@ -260,10 +265,11 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
         min_mem_fraction_static=min_f, sglang_suggested_mfs=suggested, notes=tuple(notes),
         swa_tokens=None if pool is None else pool.swa_tokens, swa_error=None if pool is None else pool.error,
         swa_cell=None if pool is None else pool.cell, mamba=mpool, mamba_error=mamba_error,
+        mamba_error_sure=mamba_error is None or mamba_sure,
         mamba_state=mpool.state_bytes if mpool is not None and mpool.error is None else 0,
         overhead=t.overhead.bytes if observed.avail_before_weights_bytes is None else 0, p_pm=p_pm, w_pm=w_pm,
         kv_pm=int(kv_pm), slack_pm=slack_pm, need_pm=need_pm, draft_weights=draft_w, draft_graphs=draft_graphs,
-        deepep=t.deepep.bytes, lora=lora, weights_peak=w_peak if w_peak > w else 0,
+        deepep=t.deepep.bytes, lora=lora, lora_pm=t.lora.pm, weights_peak=w_peak if w_peak > w else 0,
         term_sources=(("overhead", t.overhead.source), ("nccl_init", nccl_t.source),
                       ("decode_graphs", graphs_t.source), ("weights_extra", t.weights_extra.source),
                       ("draft_weights", t.draft_weights.source), ("draft_graphs", t.draft_graphs.source),
@@ -278,6 +284,13 @@ def _driver(t: Terms, observed: Observed) -> int:
 def _context(t: Terms, observed: Observed) -> int:
     """CUDA context and torch: the fitted overhead beyond the driver's share."""
     return 0 if observed.avail_before_weights_bytes is not None else t.overhead.bytes - _driver(t, observed)
+
+
+def _mamba_fails(pool: MambaPool) -> bool:
+    """Whether SGLang rejects this state pool: K <= 0, or K // ratio leaves no request (``_max_reqs``)."""
+    if pool.error is not None:
+        return True
+    return pool.slots // max(1, pool.slots_per_request) <= 0
 
 
 def _mamba_pool(cell: Cell, rest: int, args: ServerArgs) -> MambaPool:

@@ -39,6 +39,13 @@ def sglang_error(kind: str, b: Budget, version: str | None) -> str | None:
     f = b.mem_fraction_static
     if kind == "weights_dont_fit":
         return "torch.OutOfMemoryError: CUDA out of memory (while loading weights)"
+    if kind in ("kv_pool_oom", "fits_tight") and lora_oom(b):
+        # the LoRA manager allocates its pool before any KV sizing (model_runner.py init_lora_manager): a pool
+        # larger than what the weights leave fails there, in torch, not in SGLang's budget checks
+        return (f"torch.OutOfMemoryError: CUDA out of memory (allocating the LoRA memory pool, {gib(b.lora)} per "
+                f"rank, after {gib(b.weights)} of weights in {gib(b.pre_weights_free)})")
+    if kind == "fits_tight" and b.mamba_error:
+        return b.mamba_error  # within the ±: what SGLang would print if the unknown terms are at their worst
     if kind == "kv_pool_oom":
         if b.mamba_error:  # kv_cache_configurator.py:3040 runs before the no-memory check (:3043-3057)
             return b.mamba_error
@@ -58,6 +65,11 @@ def sglang_error(kind: str, b: Budget, version: str | None) -> str | None:
     return None
 
 
+def lora_oom(b: Budget) -> bool:
+    """Whether the LoRA pool (allocated after the weights, before the KV pool) exceeds what the weights leave of P."""
+    return b.lora > 0 and b.weights + b.lora > b.pre_weights_free
+
+
 def classify(b: Budget) -> str:
     """The verdict, with each term's ± from its fit: a failure only when the numbers are sure of it.
 
@@ -68,8 +80,10 @@ def classify(b: Budget) -> str:
     w = max(b.weights, b.weights_peak)
     if w - b.w_pm * w / max(1, b.weights) >= b.pre_weights_free + b.p_pm:
         return "weights_dont_fit"
-    if b.swa_error or b.mamba_error:
+    if b.swa_error or (b.mamba_error and b.mamba_error_sure):
         return "kv_pool_oom"
+    if b.mamba_error:  # the state pool fails at the nominal budget but not at the top of its ±
+        return "fits_tight"
     if b.kv_budget <= 0 or b.kv_tokens <= 0:
         return "kv_pool_oom" if b.kv_budget + b.kv_pm <= 0 else "fits_tight"
     margin = b.slack - b.runtime_need
@@ -106,7 +120,10 @@ def _mamba_sentence(b: Budget) -> str:
     assert m is not None
     head = (f"Before the KV pool SGLang reserves the linear-attention state: {m.per_request_bytes / (1 << 20):.2f} "
             f"MiB per request slot")
-    if m.budget_bytes is not None:
+    if m.budget_bytes is not None and m.rest_before <= 0:
+        head += (f"; nothing is left for it: P*f - W{' - LoRA buffers' if b.lora else ''} = {gib(m.rest_before)}, "
+                 f"so --mamba-full-memory-ratio {m.ratio:g} ({m.ratio_source}) gives it no slot")
+    elif m.budget_bytes is not None:
         head += (f"; --mamba-full-memory-ratio {m.ratio:g} ({m.ratio_source}) gives it {gib(m.budget_bytes)} of "
                  f"the {gib(m.rest_before)} left after weights, {m.slots:,} slots")
     else:
@@ -135,11 +152,24 @@ def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str, swa_fix
         s.append(f"Loading peaks at {gib(b.weights_peak)}/rank: online quantisation creates every linear in 16 bits "
                  f"and quantises it only after all weights are loaded; the peak must fit in P.")
     if b.lora:
-        s.append(f"LoRA buffers take {gib(b.lora)} after the weights, before the KV pool is sized (out of P*f).")
+        unknown = b.lora_pm >= b.lora
+        s.append(f"LoRA buffers take {gib(b.lora)}"
+                 + (f" ± {gib(b.lora_pm)} (the adapters' rank is not known: pass --max-lora-rank, or keep their "
+                    f"adapter_config.json where sglwrap can read it)" if unknown else
+                    f" ± {gib(b.lora_pm)}" if b.lora_pm else "")
+                 + " after the weights, before the KV pool is sized (out of P*f)"
+                 + (f"; that is more than the weights leave of P ({gib(b.pre_weights_free - b.weights)}): torch "
+                    f"{'would fail' if unknown else 'fails'} allocating them, before any pool is sized."
+                    if lora_oom(b) else "."))
     if b.mamba is not None:
         s.append(_mamba_sentence(b))
-        if b.mamba_error:
+        if lora_oom(b):
+            pass  # SGLang never gets to the state pool
+        elif b.mamba_error and b.mamba_error_sure:
             s.append(f"SGLang stops there: {b.mamba_error.removeprefix('RuntimeError: ')}")
+        elif b.mamba_error:
+            s.append(f"At the nominal budget SGLang would stop there, but the KV budget's ± ({gib(b.kv_pm)}) "
+                     f"covers the shortfall: {b.mamba_error.removeprefix('RuntimeError: ')}")
     if b.kv_budget > 0 and b.swa_tokens is not None and b.swa_tokens == b.kv_tokens and b.swa_cell == b.cell_bytes:
         s.append(f"The KV pool gets P*f - W = {gib(b.kv_budget)}; every attention layer is sliding-window, so "
                  f"SGLang builds one SWA pool of {b.kv_tokens:,} tokens of {b.cell_bytes:,} B (page {b.page_size}).")
@@ -157,10 +187,12 @@ def explain(b: Budget, *, version: str | None, tp: int, graph_flag: str, swa_fix
         s.append(f"The KV pool gets P*f - W = {gib(b.kv_budget)} = {b.kv_tokens:,} tokens of "
                  f"{b.cell_bytes:,} B each (page {b.page_size}).")
     else:
-        s.append(f"P*f - W = {gib(b.kv_budget)}: nothing is left for the KV cache"
+        over = "the weights alone exceed P" if b.weights >= b.pre_weights_free else \
+            "the weights and the LoRA buffers exceed P" if b.lora else "the weights leave less than a page of P"
+        s.append(f"P*f - W{' - LoRA buffers' if b.lora else ''} = {gib(b.kv_budget)}: nothing is left for the KV cache"
                  + (f"; the smallest --mem-fraction-static that holds one page is {b.min_mem_fraction_static:.3f}."
                     if b.min_mem_fraction_static < 1 else
-                    "; no --mem-fraction-static below 1 holds one page (the weights alone exceed P)."))
+                    f"; no --mem-fraction-static below 1 holds one page ({over})."))
     s.append(f"After the pool, the runtime slack P*(1-f) = {gib(b.slack)} must hold req_to_token "
              f"{gib(b.req_to_token)}, decode graphs {gib(b.decode_graphs)}, prefill graphs {gib(b.prefill_graphs)}, "
              f"activations {gib(b.activations)} and a lazily created NCCL communicator {gib(b.nccl_late)} "

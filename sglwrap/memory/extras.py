@@ -18,7 +18,8 @@ Sources (SGLang release sources unpacked under ``~/.cache/sglwrap/releases/src``
   (``Config.get_nvl_buffer_size_hint`` depends on the SM count: not reproduced) and NVSHMEM's own start-up
   0.5 GiB (assumed). ± half of the total.
 - LoRA (``lora/mem_pool.py``): A and B buffers for ``--max-loras-per-batch`` adapters of ``--max-lora-rank`` over
-  the attention and MLP projections of every layer, in the model dtype, sharded by TP.
+  the attention and MLP projections of every layer, in the model dtype, sharded by TP; a MoE model's experts get
+  per-expert buffers from 0.5.10 (see ``lora_buffers`` for the release ranges).
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ class Extra:
     lora: bool = False
     lora_rank_given: bool = False  # --max-lora-rank given (else SGLang takes the adapters' largest r)
     lora_target_modules: tuple[str, ...] = ()  # --lora-target-modules as given (empty: from the adapters)
+    # read from the adapters' adapter_config.json when every --lora-paths entry has one on this machine (local
+    # directory or the local HF cache): SGLang's max_lora_rank (the largest r) and the union of their target_modules
+    lora_adapter_rank: int | None = None
+    lora_adapter_targets: tuple[str, ...] | None = None
     eagle_topk: int | None = None
     num_steps: int | None = None
     enable_dp_lm_head: bool = False
@@ -85,11 +90,16 @@ def read_extra(cmd: SglangCmdline) -> Extra:
     lora = bool(given.get("lora_paths") or given.get("enable_lora"))
     targets = given.get("lora_target_modules") or ()
     targets = (targets,) if isinstance(targets, str) else tuple(str(x) for x in targets)
+    paths = given.get("lora_paths") or ()
+    adapters = read_adapter_configs((paths,) if isinstance(paths, str) else tuple(str(x) for x in paths)) \
+        if lora else None
     return Extra(moe_a2a_backend=str(given["moe_a2a_backend"]) if given.get("moe_a2a_backend") else None,
                  deepep_mode=str(given.get("deepep_mode") or "auto"),
                  max_loras_per_batch=(_int("max_loras_per_batch", 8) or 0) if lora else 0,
                  max_lora_rank=(_int("max_lora_rank", 64) or 0) if lora else 0, lora=lora,
                  lora_rank_given=given.get("max_lora_rank") is not None, lora_target_modules=targets,
+                 lora_adapter_rank=adapters[0] if adapters else None,
+                 lora_adapter_targets=adapters[1] if adapters else None,
                  eagle_topk=_int("speculative_eagle_topk", None), num_steps=_int("speculative_num_steps", None),
                  enable_dp_lm_head=bool(given.get("enable_dp_lm_head")),
                  moe_dense_tp_size=_int("moe_dense_tp_size", None),
@@ -296,69 +306,197 @@ def deepep_buffers(shape: ModelShape, extra: Extra, ep: int, env: Mapping[str, s
     return Term(int(total), int(0.5 * total), "; ".join(parts))
 
 
-# PEFT module names -> SGLang's LoRA buffer names (0.5.23 ``lora/utils.py:277-330`` get_normalized_target_modules)
+# PEFT module names -> SGLang's LoRA buffer names (0.5.23 ``lora/utils.py:277-330`` get_normalized_target_modules;
+# 0.5.7 ``lora/utils.py:96-125``: the base name after the last dot, q/k/v and gate/up stacked, the rest kept)
 _LORA_NORMALIZED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "qkv_proj": "qkv_proj",
                     "o_proj": "o_proj", "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj",
                     "gate_up_proj": "gate_up_proj", "down_proj": "down_proj", "embed_tokens": "embed_tokens",
-                    "lm_head": "lm_head"}
+                    "vocab_emb": "embed_tokens", "embeddings": "embed_tokens", "word_embeddings": "embed_tokens",
+                    "lm_head": "lm_head", "output": "lm_head"}
 _LORA_LINEAR = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+# release gates of lora/mem_pool.py (read in the wheels of each release):
+_LORA_MOE_EXPERTS = "0.5.10"  # init_buffers: 4-D per-expert gate_up/down buffers on a MoE model (none in 0.5.9)
+_LORA_LM_HEAD_SHARDED = "0.5.10"  # get_embedding_lora_B_shape: lm_head B split over TP (0.5.9: full vocabulary)
+_LORA_SHARED_OWN_WIDTH = "0.5.21"  # _dense_local_dim: a shared expert's 3-D buffers take its own width (0.5.20:
+#                                    get_hidden_dim's config.intermediate_size)
+_LORA_EMBEDDINGS = "0.5.6.post2"  # embed_tokens / lm_head buffers (0.5.6.post1 allocates none)
+_LORA_QKV_KV_REPLICATED = "0.5.12"  # _column_parallel_lora_b_per_rank_dim: qkv B of TP > KV heads holds q / tp +
+#                                     one K and one V head (0.5.11: (q + 2 kv) / tp)
 
 
-def lora_modules(given: tuple[str, ...]) -> tuple[frozenset[str], str]:
-    """SGLang's normalised LoRA target modules for ``--lora-target-modules`` (``lora_manager.py:800-877``), and
-    how they were chosen. ``all`` is every linear module plus the embeddings; not given, SGLang takes the union of
-    the adapters' own ``target_modules``, which the accountant cannot read: every linear module is assumed."""
+def lora_modules(given: tuple[str, ...], how: str | None = None) -> tuple[frozenset[str], str]:
+    """SGLang's normalised LoRA target modules for ``--lora-target-modules`` or the adapters' ``target_modules``
+    (``lora_manager.py:800-877``), and how they were chosen. ``all`` is every linear module plus the embeddings;
+    none known (no flag, no adapter_config.json on this machine): every linear module is assumed. Modules this
+    accountant cannot size (a linear-attention ``in_proj_qkvz`` / ``out_proj``, ...) are named in ``how``."""
     if not given:
         return frozenset(_LORA_LINEAR), "assumed q/k/v/o/gate/up/down (the adapters' target_modules are not read)"
+    how = how or "--lora-target-modules " + " ".join(given)
     names = {g.rsplit(".", 1)[-1] for g in given}
     if names & {"all", "all-linear"}:
-        return frozenset((*_LORA_LINEAR, "embed_tokens", "lm_head")), "--lora-target-modules all"
+        return frozenset((*_LORA_LINEAR, "embed_tokens", "lm_head")), how
     mods = frozenset(_LORA_NORMALIZED[n] for n in names if n in _LORA_NORMALIZED)
-    return mods, "--lora-target-modules " + " ".join(given)
+    unsized = sorted(n for n in names if n not in _LORA_NORMALIZED)
+    if unsized:
+        how += f"; not sized: {'/'.join(unsized)}"
+    return mods, how
 
 
-def lora_buffers(shape: ModelShape, extra: Extra, tp: int, attn_tp: int | None = None) -> Term:
-    """LoRA A/B buffers of SGLang's LoRA memory pool (0 without LoRA).
+def _lora_path(entry: str) -> str:
+    """The adapter path of one ``--lora-paths`` entry: ``name=path``, ``path``, or a JSON object with
+    ``lora_path`` (``server_args.py`` LoRARef parsing)."""
+    text = entry.strip()
+    if text.startswith("{"):
+        import json
 
-    ``lora/mem_pool.py`` (0.5.23 ``init_buffers`` :597-729): for every target module and every layer one A buffer
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return text
+        return str(obj.get("lora_path") or "") if isinstance(obj, dict) else text
+    return text.split("=", 1)[1] if "=" in text else text
+
+
+def _adapter_config(path: str) -> dict[str, Any] | None:
+    """``adapter_config.json`` of an adapter directory, or of a Hub id in the local HF cache (offline); None when
+    it is not on this machine or unreadable."""
+    import json
+    import os
+    from pathlib import Path
+
+    if not path:
+        return None
+    where: Path | None = Path(path).expanduser() / "adapter_config.json"
+    if where is not None and not where.is_file() and "/" in path and not path.startswith(("/", ".", "~")):
+        where = None
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            hit = try_to_load_from_cache(path, "adapter_config.json")
+            where = Path(hit) if isinstance(hit, str) else None
+        except Exception:  # noqa: BLE001 - no hub package, a malformed cache or id: the config is just not known
+            where = None
+    if where is None or not where.is_file():
+        return None
+    try:
+        doc = json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def read_adapter_configs(entries: tuple[str, ...]) -> tuple[int, tuple[str, ...] | None] | None:
+    """What SGLang infers from the adapters when the flags leave it open (``lora_manager.init_lora_shapes``):
+    the largest ``r`` and the union of the ``target_modules`` lists (None when one is not a list: SGLang then
+    needs --lora-target-modules). None unless every entry's adapter_config.json is on this machine."""
+    if not entries:
+        return None
+    ranks: list[int] = []
+    targets: set[str] | None = set()
+    for entry in entries:
+        cfg = _adapter_config(_lora_path(entry))
+        if cfg is None or not isinstance(cfg.get("r"), int):
+            return None
+        ranks.append(int(cfg["r"]))
+        mods = cfg.get("target_modules")
+        if targets is not None and isinstance(mods, list):
+            targets.update(str(m) for m in mods)
+        else:
+            targets = None
+    return max(ranks), (tuple(sorted(targets)) if targets is not None else None)
+
+
+def lora_buffers(shape: ModelShape, extra: Extra, tp: int, attn_tp: int | None = None,
+                 version: str | None = None) -> Term:
+    """LoRA A/B buffers of SGLang's LoRA memory pool (0 without LoRA), for release ``version`` (None: 0.5.23).
+
+    ``lora/mem_pool.py`` (0.5.23 ``init_buffers`` :597-729, 0.5.7 :200-290): for every target module and every
+    layer (``num_hidden_layers``: a hybrid's linear-attention layers get the qkv/o buffers too) one A buffer
     ``(max_loras_per_batch, max_lora_rank x stacked, input)`` and one B buffer ``(max_loras_per_batch, output,
     max_lora_rank)`` in the model dtype (``get_lora_A_shape`` / ``get_lora_B_shape`` :418-573; stacked: 3 for
     qkv_proj, 2 for gate_up_proj, ``utils.py:330-348``; dims from ``get_default_hidden_dim`` :172-220: qkv
     ``hidden -> head_dim x (heads + 2 kv_heads)``, o ``heads x head_dim -> hidden``, gate_up ``hidden -> 2 x
     intermediate``, down ``intermediate -> hidden``). Row-parallel modules (o, down) shard A's input by TP,
-    column-parallel ones (qkv, gate_up) shard B's output (qkv over the attention-TP group); the embedding and
-    lm_head buffers (targets ``embed_tokens`` / ``lm_head`` / ``all``) are ``(n, r, vocab)`` + ``(n, hidden, r)`` and
-    ``(n, r, hidden)`` + ``(n, vocab / tp, r)``. A MoE model's gate_up/down targets get 4-D per-expert buffers
-    ``(n, experts, 2r, hidden)`` / ``(n, experts, 2 x moe_intermediate / tp, r)`` and ``(n, experts, r,
-    moe_intermediate / tp)`` / ``(n, experts, hidden, r)`` on every layer (global expert ids: EP is not modelled),
-    plus the 3-D buffers of the shared experts when it has them."""
-    if not extra.lora or not extra.max_loras_per_batch or not extra.max_lora_rank:
+    column-parallel ones (qkv, gate_up) shard B's output (qkv over the attention-TP group, from 0.5.12 with one
+    whole K and V head per rank when TP exceeds the KV heads; the gated q of Qwen3-Next's full-attention layers,
+    read off the layer from 0.5.21, is not modelled: under 1% of the pool); the embedding and
+    lm_head buffers (targets ``embed_tokens`` / ``lm_head`` / ``all``, from 0.5.6.post2) are ``(n, r, vocab)`` +
+    ``(n, hidden, r)`` and ``(n, r, hidden)`` + ``(n, vocab / tp, r)`` (lm_head B over the full vocabulary before
+    0.5.10).
+
+    MoE: from 0.5.10 a MoE model's gate_up/down targets get 4-D per-expert buffers ``(n, experts, 2r, hidden)`` /
+    ``(n, experts, 2 x moe_intermediate / tp, r)`` and ``(n, experts, r, moe_intermediate / tp)`` / ``(n, experts,
+    hidden, r)`` on every layer (global expert ids: EP is not modelled), plus the 3-D buffers of the shared experts
+    when it has them (their own width from 0.5.21, ``config.intermediate_size`` before). Up to 0.5.9 there are no
+    per-expert buffers: gate_up/down get the plain 3-D buffers of ``config.intermediate_size`` whatever the model.
+
+    The rank is --max-lora-rank, else the adapters' largest ``r`` read from their adapter_config.json, else 64
+    assumed with ± all of it (SGLang sizes the pool by the largest r; PEFT's default is 8): an unknown adapter
+    widens the verdict's uncertainty instead of deciding it. Targets: --lora-target-modules, else the adapters'
+    own, else every linear module (± half)."""
+    from sglwrap.versions import at_least, parse
+
+    if not extra.lora or not extra.max_loras_per_batch:
         return exact(0, "no LoRA")
-    h, r, n = shape.hidden_size, extra.max_lora_rank, extra.max_loras_per_batch
+    if extra.lora_rank_given:
+        r, rank_how, rank_known = extra.max_lora_rank, f"rank {extra.max_lora_rank}", True
+    elif extra.lora_adapter_rank:
+        r, rank_how, rank_known = extra.lora_adapter_rank, f"rank {extra.lora_adapter_rank} (the adapters' " \
+                                                             f"largest r)", True
+    else:
+        r, rank_known = extra.max_lora_rank, False
+        rank_how = f"rank {r} (assumed: SGLang takes the adapters' largest r, not read here)"
+    if not r:
+        return exact(0, "no LoRA")
+    h, n = shape.hidden_size, extra.max_loras_per_batch
+    v = version or "0.5.23"
     atp = attn_tp or tp
     q = shape.num_attention_heads * shape.head_dim
     qkv_out = q + 2 * shape.num_kv_heads * shape.head_dim
     inter = shape.intermediate_size
-    mods, how = lora_modules(extra.lora_target_modules)
+    if extra.lora_target_modules:
+        mods, how = lora_modules(extra.lora_target_modules)
+    elif extra.lora_adapter_targets is not None:
+        mods, how = lora_modules(extra.lora_adapter_targets, "the adapters' target_modules")
+    else:
+        mods, how = lora_modules(())
+    targets_known = bool(extra.lora_target_modules) or extra.lora_adapter_targets is not None
+    qkv_b = qkv_out / atp
+    if at_least(v, _LORA_QKV_KV_REPLICATED) and shape.num_kv_heads < atp:  # each rank holds one whole KV head
+        qkv_b = q / atp + 2 * shape.head_dim
     per_layer = {  # (A elements, B elements) per adapter slot and layer, on one rank
-        "qkv_proj": (3 * r * h, qkv_out / atp * r), "o_proj": (r * q / atp, h * r),
+        "qkv_proj": (3 * r * h, qkv_b * r), "o_proj": (r * q / atp, h * r),
         "gate_up_proj": (2 * r * h, 2 * inter / tp * r), "down_proj": (r * inter / tp, h * r)}
-    if shape.is_moe:  # init_buffers :611-668: a 4-D per-expert buffer for every layer, plus the shared experts'
+    experts = shape.is_moe and at_least(v, _LORA_MOE_EXPERTS)
+    if experts:  # init_buffers :611-668: a 4-D per-expert buffer for every layer, plus the shared experts'
         e, mi = shape.n_routed_experts, shape.moe_intermediate_size  # 3-D one when the model has them
         shared = shape.shared_expert_intermediate or shape.n_shared_experts * mi
+        if shared and not at_least(v, _LORA_SHARED_OWN_WIDTH):
+            shared = inter  # get_hidden_dim("gate_up_proj"): config.intermediate_size
         per_layer["gate_up_proj"] = (e * 2 * r * h + (2 * r * h if shared else 0),
                                      e * 2 * mi / tp * r + (2 * shared / tp * r if shared else 0))
         per_layer["down_proj"] = (e * r * mi / tp + (r * shared / tp if shared else 0),
                                   e * h * r + (h * r if shared else 0))
     elems = shape.num_layers * sum(a + b for m, (a, b) in per_layer.items() if m in mods)
-    if "embed_tokens" in mods:
+    pv, floor = parse(v), parse(_LORA_EMBEDDINGS)
+    embeddings = pv is None or floor is None or pv >= floor  # a post release: full PEP 440 order here
+    if "embed_tokens" in mods and embeddings:
         elems += r * shape.vocab_size + h * r
-    if "lm_head" in mods:
-        elems += r * h + shape.vocab_size / tp * r
+    if "lm_head" in mods and embeddings:
+        elems += r * h + shape.vocab_size / (tp if at_least(v, _LORA_LM_HEAD_SHARDED) else 1) * r
     dtype = 2  # the model dtype: bf16/fp16 (an fp32 checkpoint loads as bf16)
     size = elems * n * dtype
-    rank_how = f"rank {r}" if extra.lora_rank_given else f"rank {r} (assumed: SGLang takes the adapters' largest r)"
-    pm = 0.05 if extra.lora_target_modules and extra.lora_rank_given else 0.5
+    if not rank_known:
+        pm = 1.0
+    else:
+        pm = 0.05 if targets_known else 0.5
+    moe_how = ""
+    if shape.is_moe:
+        moe_how = (f", per-expert gate_up/down buffers over {shape.n_routed_experts} experts (SGLang >= 0.5.10)"
+                   if experts else ", no per-expert buffers (SGLang < 0.5.10: gate_up/down are 3-D of "
+                                   "config.intermediate_size)")
     return Term(int(size), int(pm * size),
                 f"LoRA pool: {n} adapter slots x {rank_how} x {shape.num_layers} layers x "
-                f"{'/'.join(sorted(mods))} ({how}), {dtype}-byte model dtype")
+                f"{'/'.join(sorted(mods)) or 'no sized module'} ({how}){moe_how}, {dtype}-byte model dtype"
+                + (", ± all of it (the rank is not known)" if not rank_known else ""))

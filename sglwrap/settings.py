@@ -70,4 +70,6 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
             on_flags=((),), off_flags=(("--disable-custom-all-reduce",),)),
     Feature("pcie_ipc_allreduce", "FlashInfer PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE, opt-in)",
             on_flags=((),), off_flags=((),), on_env=(("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE", "1"),)),
+    Feature("shared_experts_fusion", "MoE shared expert run as an extra routed expert (on where SGLang fuses it)",
+            on_flags=((),), off_flags=(("--disable-shared-experts-fusion",),)),
 )}

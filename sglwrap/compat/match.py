@@ -33,6 +33,10 @@ Conditions:
   checkpoint_quant              a regular expression the checkpoint's quantization matches, as ``checkpoint_quant()``
                                 names it from config.json ("compressed-tensors:w8a8-int", "fp8", "none"); "unknown"
                                 when no config.json is found (so an entry can say what holds without one)
+  checkpoint_unquantized        a regular expression one module the checkpoint keeps unquantized matches
+                                (case-insensitive search), as its config.json lists them: quantization_config's
+                                ``modules_to_not_convert`` (AWQ/GPTQ), ``ignore`` (compressed-tensors) or
+                                ``exclude_modules`` (ModelOpt); no config.json or no such list: does not hold
   prefill_per_rank_over         {cap: n, env: NAME}: the prefill tokens one rank runs in a forward (the chunked
                                 prefill size the release resolves, already divided by dp size under DP attention
                                 where the release does so; chunked prefill off counts as over) exceed the integer in
@@ -334,6 +338,22 @@ def checkpoint_quant(config: dict[str, Any] | None) -> str:
     return method
 
 
+def unquantized_modules(config: dict[str, Any] | None) -> list[str]:
+    """The modules a checkpoint's config.json says it keeps unquantized (``modules_to_not_convert``, ``ignore`` or
+    ``exclude_modules`` of its quantization_config, as written: names, prefixes or ``re:`` patterns); [] without."""
+    if config is None:
+        return []
+    qcfg = config.get("quantization_config") or config.get("compression_config")
+    if not isinstance(qcfg, dict):
+        return []
+    out: list[str] = []
+    for key in ("modules_to_not_convert", "ignore", "exclude_modules"):
+        val = qcfg.get(key)
+        if isinstance(val, list):
+            out += [str(v) for v in val]
+    return out
+
+
 def model_config(ctx: Context) -> dict[str, Any] | None:
     """The model's config.json as a dict, or None when nobody can read it."""
     facts = _model_facts(ctx)
@@ -432,6 +452,12 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
             return None
         said.append("checkpoint quantization unknown (no config.json)" if quant == "unknown"
                     else f"checkpoint quantization {quant}")
+    if "checkpoint_unquantized" in ap:
+        pattern = re.compile(str(ap["checkpoint_unquantized"]), re.I)
+        kept = [m for m in unquantized_modules(model_config(ctx)) if pattern.search(m)]
+        if not kept:
+            return None
+        said.append(f"checkpoint keeps {kept[0]} unquantized")
     if "lacks_arch" in ap:
         pkgs = ap["lacks_arch"] if isinstance(ap["lacks_arch"], list) else [ap["lacks_arch"]]
         missing = []

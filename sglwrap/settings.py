@@ -38,6 +38,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("kv_cache_dtype", "str", ("--kv-cache-dtype",), "KV cache data type (auto, fp8_e4m3, ...)"),
     Setting("attention_backend", "str", ("--attention-backend",), "attention kernel backend"),
     Setting("quantization", "str", ("--quantization",), "the method SGLang loads the checkpoint's weights with"),
+    Setting("speculative_moe_runner_backend", "str", ("--speculative-moe-runner-backend",),
+            "MoE kernel backend of the speculative draft model"),
     Setting("speculative_draft_attention_backend", "str", ("--speculative-draft-attention-backend",),
             "attention kernel backend of the speculative draft model"),
     Setting("schedule_conservativeness", "float", ("--schedule-conservativeness",),

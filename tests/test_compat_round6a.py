@@ -88,9 +88,13 @@ GLM5_EAGLE = ("--model-path", "nvidia/GLM-5-NVFP4", "--tp-size", "4", "--specula
               "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4")
 
 
-def test_glm5_nvfp4_eagle_draft_moe_warns_from_0_5_12_on_sm10x() -> None:
+def test_glm5_nvfp4_eagle_draft_moe_is_downgraded_to_triton_from_0_5_12_on_sm10x() -> None:
     v = _run("4xB300", "0.5.12", *GLM5_EAGLE)
-    assert v.status is Status.WARN and "[glm-dsa-nvfp4-eagle-draft-trtllm-moe]" in v.reason
+    assert v.status is Status.DOWNGRADE and "[glm-dsa-nvfp4-eagle-draft-trtllm-moe]" in v.reason
+    assert [(c.feature, c.mode) for c in v.changes] == [("sglang:speculative_moe_runner_backend", "triton")]
+    # the user's own target MoE backend stays: only the draft's is set
+    mine = _run("4xB300", "0.5.12", *GLM5_EAGLE, "--moe-runner-backend", "flashinfer_trtllm")
+    assert mine.status is Status.DOWNGRADE and "[glm-dsa-nvfp4-eagle-draft-trtllm-moe]" in mine.reason
     assert not _fires("glm-dsa-nvfp4-eagle-draft-trtllm-moe", "4xB300", "0.5.11", *GLM5_EAGLE)
     assert not _fires("glm-dsa-nvfp4-eagle-draft-trtllm-moe", "4xB300", "0.5.12", *GLM5_EAGLE,
                       "--speculative-moe-runner-backend", "triton")

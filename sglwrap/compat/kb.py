@@ -19,8 +19,8 @@ from typing import Any
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "compat"
 SEVERITIES = ("block", "downgrade", "warn")
 ENTRY_KEYS = {"id", "title", "applies", "consequence", "severity", "fix", "downgrade", "sources", "checked", "notes"}
-APPLIES_KEYS = {"cc", "cc_min", "cc_max", "cc_not", "gpu_name", "interconnect", "packages", "absent", "args",
-                "not_args", "env", "auto", "lacks_arch", "world_min", "gpus_min", "mixed_gpus", "vendor",
+APPLIES_KEYS = {"cc", "cc_min", "cc_max", "cc_not", "gpu_name", "interconnect", "packages", "not_packages", "absent",
+                "args", "not_args", "env", "auto", "lacks_arch", "world_min", "gpus_min", "mixed_gpus", "vendor",
                 "iommu", "acs", "model", "nnodes_min", "nnodes_max", "gpus_max", "world_max", "p2p",
                 "version_differs", "host", "forward_compat", "resolved", "arch", "not_user_args", "not_arch",
                 "checkpoint_quant", "checkpoint_unquantized", "prefill_per_rank_over"}

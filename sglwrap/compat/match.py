@@ -7,6 +7,9 @@ Conditions:
   interconnect                  pcie, nvlink (all pairs of the launch's GPUs, no NVSwitch) or nvswitch
   packages                      {name: "<spec>"}: ">=0.5.0,<0.5.9", "==0.6.*", "*" (any installed version); names
                                 are distributions, or torch-cuda, nccl, nvcc, driver, cuda-driver
+  not_packages                  {name: "<spec>"}: holds unless that version is known (installed or assumed) and
+                                satisfies the spec; a release's pins stand for what nobody named (a newer build
+                                installed or assumed by hand rules the entry out)
   absent                        distributions that are not installed (judged only when the stack is known)
   args / not_args               {dest: value | [values] | true | "*" | {ge|gt|le|lt: n}} on SGLang's parsed args;
                                 n may name another dest ({lt: tp_size}: below the launch's tp size; unset: no hold)
@@ -382,6 +385,9 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         if not version_ok(ver, spec):
             return None
         said.append(f"{name} {ver}")
+    for name, spec in (ap.get("not_packages") or {}).items():
+        if version_ok(package_version(ctx, name), spec):
+            return None  # a known version the entry does not concern (unknown: the release's own pin stands)
     left_out = (ctx.facts.probes or {}).get("assume_stack_left_out") or {}
     for name in ap.get("absent") or ():
         if not ctx.stack.packages or name in ctx.stack.packages or name in left_out:

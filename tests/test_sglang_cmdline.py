@@ -230,3 +230,13 @@ def test_a_table_standing_in_for_an_unread_release_passes_unknown_options_on_unc
     assert cmd.unchecked == ("--an-option-0523-lacks", "2") and cmd.get("attention_backend") == "a-backend-0523-lacks"
     with pytest.raises(UsageError, match="--enable_metrics"):
         parse_cmdline(["--model-path", "m", "--enable_metrics"], stand_in)
+
+
+@pytest.mark.parametrize(("flags", "named"), [(["--tp-size", "0"], "--tp-size 0"), (["--pp-size", "0"], "--pp-size 0"),
+                                              (["--dp-size", "-1"], "--dp-size -1"), (["--nnodes", "0"], "--nnodes 0")])
+def test_a_parallel_size_below_one_is_a_usage_error(flags: list[str], named: str) -> None:
+    """SGLang divides by these sizes; sglwrap says so in one line instead of crashing in a check (found by the fuzz
+    test: --tp-size 0 reached a modulo in the model-parallel check)."""
+    with pytest.raises(UsageError, match=f"^{named}: must be a positive integer"):
+        parse_cmdline(["--model-path", "m", *flags], bundled_table("0.5.23"))
+    assert parse_cmdline(["--model-path", "m", "--tp-size", "1"], bundled_table("0.5.23")).tp == 1

@@ -295,10 +295,24 @@ def parse_cmdline(argv: Sequence[str], table: FlagTable, *, require_model: bool 
         if missing:
             raise UsageError(f"SGLang {table.version} needs {', '.join(missing)} (it refuses to start without it; "
                              "--model-path takes a local directory or a Hugging Face name)")
+    _check_sizes(given, table)
     defaults = {info.dest: info.default for info in table.unique()}
     return SglangCmdline(argv=argv, table=table, given_values=given, config_path=config_path,
                          config_dests=config_dests, abbreviations=tuple(_abbreviations(argv, table)),
                          unchecked=tuple(extras), _defaults=defaults)
+
+
+SIZE_DESTS = ("tp_size", "pp_size", "dp_size", "ep_size", "nnodes", "attn_dp_size")
+
+
+def _check_sizes(given: dict[str, Any], table: FlagTable) -> None:
+    """A parallel size below 1 (``--tp-size 0``) is a UsageError: SGLang divides by these and never starts."""
+    for dest in SIZE_DESTS:
+        value = given.get(dest)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            flag = next((i.options[0] for i in table.unique() if i.dest == dest), "--" + dest.replace("_", "-"))
+            raise UsageError(f"{flag} {value}: must be a positive integer (SGLang {table.version} divides by it and "
+                             "cannot start with it)")
 
 
 def _abbreviations(argv: Sequence[str], table: FlagTable) -> list[tuple[str, str]]:

@@ -268,6 +268,12 @@ def _resolved_auto(ctx: Context) -> set[str] | None:
     return None if res is None else set(getattr(res, "auto_enabled", ()) or ())
 
 
+def _guessed_default(ctx: Context, res: Any, name: str) -> bool:
+    """True when ``name`` is SGLang's own default for a release nobody named or installed (the bundled release is a
+    guess, so a condition on it never holds)."""
+    return (getattr(res, "sources", {}) or {}).get(name) != "user" and "sglang" not in ctx.stack.packages
+
+
 def _prefill_per_rank_over(ctx: Context, spec: dict[str, Any]) -> str | None:
     """What ``prefill_per_rank_over`` found when it holds (the per-rank prefill chunk above the cap), else None."""
     cap, name = int(spec["cap"]), spec.get("env")
@@ -280,8 +286,8 @@ def _prefill_per_rank_over(ctx: Context, spec: dict[str, Any]) -> str | None:
     res = resolved_args(ctx)
     if res is None:
         return None
-    if (getattr(res, "sources", {}) or {}).get("chunked_prefill_size") != "user" and "sglang" not in ctx.stack.packages:
-        return None  # SGLang's own default, for a release nobody named: the bundled release is a guess
+    if _guessed_default(ctx, res, "chunked_prefill_size"):
+        return None
     cps = int(res.chunked_prefill_size)
     if 0 < cps <= cap:
         return None
@@ -310,6 +316,14 @@ def model_architectures(ctx: Context) -> list[str] | None:
     return (facts.architectures or None) if facts is not None else None
 
 
+def _quant_config(config: dict[str, Any] | None) -> dict[str, Any] | None:
+    """config.json's ``quantization_config`` (``compression_config`` in older compressed-tensors files), or None."""
+    if config is None:
+        return None
+    qcfg = config.get("quantization_config") or config.get("compression_config")
+    return qcfg if isinstance(qcfg, dict) else None
+
+
 def _ct_scheme(qcfg: dict[str, Any]) -> str:
     """A compressed-tensors config's scheme as ``w<bits>a<bits>-<type>`` (its first config group), or "" unread."""
     groups = qcfg.get("config_groups")
@@ -331,8 +345,8 @@ def checkpoint_quant(config: dict[str, Any] | None) -> str:
     ``quant_method`` in lower case, or "compressed-tensors:<scheme>" (e.g. "compressed-tensors:w8a8-int")."""
     if config is None:
         return "unknown"
-    qcfg = config.get("quantization_config") or config.get("compression_config")
-    if not isinstance(qcfg, dict):
+    qcfg = _quant_config(config)
+    if qcfg is None:
         return "none"
     method = str(qcfg.get("quant_method") or qcfg.get("format") or "unknown").lower().replace("_", "-")
     if method == "compressed-tensors":
@@ -344,10 +358,8 @@ def checkpoint_quant(config: dict[str, Any] | None) -> str:
 def unquantized_modules(config: dict[str, Any] | None) -> list[str]:
     """The modules a checkpoint's config.json says it keeps unquantized (``modules_to_not_convert``, ``ignore`` or
     ``exclude_modules`` of its quantization_config, as written: names, prefixes or ``re:`` patterns); [] without."""
-    if config is None:
-        return []
-    qcfg = config.get("quantization_config") or config.get("compression_config")
-    if not isinstance(qcfg, dict):
+    qcfg = _quant_config(config)
+    if qcfg is None:
         return []
     out: list[str] = []
     for key in ("modules_to_not_convert", "ignore", "exclude_modules"):
@@ -432,8 +444,8 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         val = None if res is None else getattr(res, name, None)
         if val is None or not value_ok(val, cond):
             return None
-        if (getattr(res, "sources", {}) or {}).get(name) != "user" and "sglang" not in ctx.stack.packages:
-            return None  # SGLang's own default, for a release nobody named: the bundled release is a guess
+        if _guessed_default(ctx, res, name):
+            return None
         said.append(f"SGLang resolves {name}={val}")
     if "prefill_per_rank_over" in ap:
         over = _prefill_per_rank_over(ctx, ap["prefill_per_rank_over"])

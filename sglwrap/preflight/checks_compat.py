@@ -66,8 +66,9 @@ def _spares_the_user(ctx: Context, entry: Entry) -> bool:
         return False
     from sglwrap.settings import SETTINGS
 
-    for name in (down.get("sglang") or {}):
-        dests = {flag.lstrip("-").replace("-", "_") for flag in SETTINGS[name].flags} | {name}
+    table = ctx.args.table
+    for name in (down.get("sglang") or {}):  # the dests the setting's flags have in this release, as launch reads them
+        dests = {table.flags[flag].dest for flag in SETTINGS[name].flags if flag in table.flags} | {name}
         if any(ctx.args.is_given(d) for d in dests):
             return False
     return not any(ctx.environ.get(name) is not None for name in (down.get("env") or {}))

@@ -361,22 +361,15 @@ def _adapter_config(path: str) -> dict[str, Any] | None:
     """``adapter_config.json`` of an adapter directory, or of a Hub id in the local HF cache (offline); None when
     it is not on this machine or unreadable."""
     import json
-    import os
     from pathlib import Path
+
+    from sglwrap.memory.model import hf_cached_file
 
     if not path:
         return None
     where: Path | None = Path(path).expanduser() / "adapter_config.json"
-    if where is not None and not where.is_file() and "/" in path and not path.startswith(("/", ".", "~")):
-        where = None
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            hit = try_to_load_from_cache(path, "adapter_config.json")
-            where = Path(hit) if isinstance(hit, str) else None
-        except Exception:  # noqa: BLE001 - no hub package, a malformed cache or id: the config is just not known
-            where = None
+    if where is not None and not where.is_file() and not path.startswith(("/", ".", "~")):
+        where = hf_cached_file(path, "adapter_config.json")
     if where is None or not where.is_file():
         return None
     try:

@@ -90,8 +90,8 @@ class ModelShape:
         return self.n_routed_experts > 0
 
 
-def _hf_cache_dir(name: str) -> Path | None:
-    """The snapshot directory of ``name`` in the local HF cache, offline; None if absent or no huggingface_hub."""
+def hf_cached_file(name: str, filename: str) -> Path | None:
+    """``filename`` of Hub repo ``name`` in the local HF cache, offline; None if absent or no huggingface_hub."""
     if "/" not in name:
         return None
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -100,10 +100,16 @@ def _hf_cache_dir(name: str) -> Path | None:
     except ImportError:
         return None
     try:
-        hit = try_to_load_from_cache(name, "config.json")
+        hit = try_to_load_from_cache(name, filename)
     except Exception:  # noqa: BLE001 - a malformed cache or repo id must not crash planning
         return None
-    return Path(hit).parent if isinstance(hit, str) else None
+    return Path(hit) if isinstance(hit, str) else None
+
+
+def _hf_cache_dir(name: str) -> Path | None:
+    """The snapshot directory of ``name`` in the local HF cache, offline; None if absent or no huggingface_hub."""
+    hit = hf_cached_file(name, "config.json")
+    return hit.parent if hit is not None else None
 
 
 def find_config(model_path: str) -> tuple[Path, str]:

@@ -4,7 +4,6 @@ a downgrade reaches the profile (and so the launch); facts nobody knows never fi
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from sglwrap.host.catalogue import resolve_assume
@@ -14,6 +13,7 @@ from sglwrap.preflight import Status, run_preflight
 from sglwrap.preflight.checks_compat import entries
 from sglwrap.profiles import load_profile
 from sglwrap.sglang.flags import bundled_table
+from tests.compat_helpers import model_dir
 
 
 def facts(spec: str, **stack: str) -> HostFacts:
@@ -345,10 +345,7 @@ def _checkpoint(tmp_path: Path, name: str, quant: dict | None) -> str:
            "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}
     if quant is not None:
         cfg["quantization_config"] = quant
-    d = tmp_path / name
-    d.mkdir()
-    (d / "config.json").write_text(json.dumps(cfg))
-    return str(d)
+    return model_dir(tmp_path, name, cfg)
 
 
 CT_INT8 = {"quant_method": "compressed-tensors", "format": "int-quantized",

@@ -10,16 +10,13 @@ from pathlib import Path
 from sglwrap.host import stack
 from sglwrap.host.catalogue import resolve_assume
 from sglwrap.host.probe import RELEASE_PINNED, apply_assume_stack
-from sglwrap.preflight import run_preflight
-from sglwrap.profiles import load_profile
-from sglwrap.sglang.flags import bundled_table
 from sglwrap.sglang.resolved import GpuInfo, ModelTraits, resolve_server_args
+from tests.compat_helpers import fires
 
 
 def _fires(entry: str, spec: str, stack_: dict[str, str], *argv: str) -> bool:
-    f = apply_assume_stack(resolve_assume(spec), stack_)
-    r = run_preflight(f, load_profile("baseline"), argv, flags=bundled_table(stack_["sglang"]))
-    return f"[{entry}]" in next(v for v in r.checks if v.id == "compat").reason
+    rest = dict(stack_)
+    return fires(entry, spec, rest.pop("sglang"), *argv, **rest)
 
 
 BNB = ("--model-path", "unsloth/llama-3-8b-bnb-4bit")

@@ -5,11 +5,7 @@ another dest), each checked at its edges."""
 from __future__ import annotations
 
 from sglwrap.compat.kb import validate_entry
-from sglwrap.host.catalogue import resolve_assume
-from sglwrap.host.probe import apply_assume_stack
-from sglwrap.preflight import run_preflight
-from sglwrap.profiles import load_profile
-from sglwrap.sglang.flags import bundled_table
+from tests.compat_helpers import named_anywhere
 
 DSV3 = ("--model-path", "deepseek-ai/DeepSeek-V3", "--trust-remote-code", "--tp-size", "8")
 QWEN = ("--model-path", "Qwen/Qwen3-235B-A22B")
@@ -17,9 +13,7 @@ QWEN = ("--model-path", "Qwen/Qwen3-235B-A22B")
 
 def _fires(entry: str, spec: str, release: str, args: tuple[str, ...], env: dict[str, str] | None = None,
            stack: dict[str, str] | None = None) -> bool:
-    f = apply_assume_stack(resolve_assume(spec), {"sglang": release, **(stack or {})})
-    r = run_preflight(f, load_profile("baseline"), args, flags=bundled_table(release), environ=env or {})
-    return any(f"[{entry}]" in v.reason for v in r.checks)
+    return named_anywhere(entry, spec, release, args, env, **(stack or {}))
 
 
 LL_OLD = (*DSV3, "--dp-size", "8", "--enable-dp-attention", "--enable-deepep-moe", "--deepep-mode", "low_latency")

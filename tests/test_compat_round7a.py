@@ -4,19 +4,13 @@ environment that decide whether it fires."""
 
 from __future__ import annotations
 
-from sglwrap.host.catalogue import resolve_assume
-from sglwrap.host.probe import apply_assume_stack
-from sglwrap.preflight import run_preflight
-from sglwrap.profiles import load_profile
-from sglwrap.sglang.flags import bundled_table
+from tests.compat_helpers import named_anywhere
 
 MODEL = ("--model-path", "Qwen/Qwen3-8B")
 
 
 def _fires(entry: str, spec: str, release: str, stack: dict[str, str], env: dict[str, str] | None = None) -> bool:
-    f = apply_assume_stack(resolve_assume(spec), {"sglang": release, **stack})
-    r = run_preflight(f, load_profile("baseline"), MODEL, flags=bundled_table(release), environ=env or {})
-    return any(f"[{entry}]" in v.reason for v in r.checks)
+    return named_anywhere(entry, spec, release, MODEL, env, **stack)
 
 
 def test_triton_ptxas_sm103_edges() -> None:

@@ -3,21 +3,9 @@ and the user's own flags that decide whether it fires."""
 
 from __future__ import annotations
 
-from sglwrap.host.catalogue import resolve_assume
-from sglwrap.host.probe import apply_assume_stack
-from sglwrap.preflight import Status, run_preflight
-from sglwrap.profiles import load_profile
-from sglwrap.sglang.flags import bundled_table
-
-
-def _run(spec: str, release: str, *argv: str, **stack: str):
-    f = apply_assume_stack(resolve_assume(spec), {"sglang": release, **stack})
-    r = run_preflight(f, load_profile("baseline"), argv, flags=bundled_table(release))
-    return next(v for v in r.checks if v.id == "compat")
-
-
-def _fires(entry: str, spec: str, release: str, *argv: str, **stack: str) -> bool:
-    return f"[{entry}]" in _run(spec, release, *argv, **stack).reason
+from sglwrap.preflight import Status
+from tests.compat_helpers import compat as _run
+from tests.compat_helpers import fires as _fires
 
 
 QWEN3_MOE = ("--model-path", "Qwen/Qwen3-30B-A3B", "--tp-size", "4")

@@ -3,17 +3,7 @@ range, the GPU, the model family and the user's own flags that decide whether it
 
 from __future__ import annotations
 
-from sglwrap.host.catalogue import resolve_assume
-from sglwrap.host.probe import apply_assume_stack
-from sglwrap.preflight import run_preflight
-from sglwrap.profiles import load_profile
-from sglwrap.sglang.flags import bundled_table
-
-
-def _fires(entry: str, spec: str, release: str, *argv: str) -> bool:
-    f = apply_assume_stack(resolve_assume(spec), {"sglang": release})
-    r = run_preflight(f, load_profile("baseline"), argv, flags=bundled_table(release))
-    return f"[{entry}]" in next(v for v in r.checks if v.id == "compat").reason
+from tests.compat_helpers import fires as _fires
 
 
 EAGLE = ("--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "/d", "--speculative-num-steps", "3",

@@ -4,31 +4,19 @@ edges: the release range, the checkpoint's unquantized modules (config.json) or 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from sglwrap.compat.match import unquantized_modules
-from sglwrap.host.catalogue import resolve_assume
-from sglwrap.host.probe import apply_assume_stack
-from sglwrap.preflight import Status, run_preflight
-from sglwrap.profiles import load_profile
-from sglwrap.sglang.flags import bundled_table
+from sglwrap.preflight import Status
+from tests.compat_helpers import compat as _run
+from tests.compat_helpers import fires as _fires
+from tests.compat_helpers import model_dir
 
 QWEN35_AWQ = "awq-qwen3.5-moe-unconverted-layer-before-0.5.13"
 QWEN35_NAMED = "awq-qwen3.5-moe-named-unconverted-layer-before-0.5.13"
 NEXT_CT = "qwen3-next-ct-unquantized-fused-shard-before-0.5.9"
 NEXT_NAMED = "qwen3-next-named-awq-4bit-before-0.5.9"
 NEXT_FUSION = "qwen3-next-ct-unquantized-shared-expert-fusion"
-
-
-def _run(spec: str, release: str, *argv: str):
-    f = apply_assume_stack(resolve_assume(spec), {"sglang": release})
-    r = run_preflight(f, load_profile("baseline"), argv, flags=bundled_table(release))
-    return next(v for v in r.checks if v.id == "compat")
-
-
-def _fires(entry: str, spec: str, release: str, *argv: str) -> bool:
-    return f"[{entry}]" in _run(spec, release, *argv).reason
 
 
 def _qwen35_moe(tmp_path: Path, name: str, quant: dict | None) -> str:
@@ -41,10 +29,7 @@ def _qwen35_moe(tmp_path: Path, name: str, quant: dict | None) -> str:
            "torch_dtype": "bfloat16"}
     if quant is not None:
         cfg["quantization_config"] = quant
-    d = tmp_path / name
-    d.mkdir()
-    (d / "config.json").write_text(json.dumps(cfg))
-    return str(d)
+    return model_dir(tmp_path, name, cfg)
 
 
 def _qwen3_next(tmp_path: Path, name: str, ignore: list[str], method: str = "compressed-tensors") -> str:
@@ -58,10 +43,7 @@ def _qwen3_next(tmp_path: Path, name: str, ignore: list[str], method: str = "com
            "shared_expert_intermediate_size": 512, "max_position_embeddings": 262144, "torch_dtype": "bfloat16",
            "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, 
            "quantization_config": quant}
-    d = tmp_path / name
-    d.mkdir()
-    (d / "config.json").write_text(json.dumps(cfg))
-    return str(d)
+    return model_dir(tmp_path, name, cfg)
 
 
 AWQ_LAYER0 = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm",

@@ -5,11 +5,8 @@ flags that decide; and the ``not_packages`` condition they use."""
 from __future__ import annotations
 
 from sglwrap.compat.kb import validate_entry
-from sglwrap.host.catalogue import resolve_assume
-from sglwrap.host.probe import apply_assume_stack
-from sglwrap.preflight import Status, run_preflight
-from sglwrap.profiles import load_profile
-from sglwrap.sglang.flags import bundled_table
+from sglwrap.preflight import Status
+from tests.compat_helpers import compat
 
 OLD = "flashmla-dsa-sm103-no-kernel"
 V059 = "flashmla-dsa-sm103-default-0.5.9"
@@ -18,9 +15,8 @@ GLM5 = ("--model-path", "zai-org/GLM-5-FP8", "--tp", "8")
 
 
 def _run(spec: str, stack: dict[str, str], *argv: str):
-    f = apply_assume_stack(resolve_assume(spec), stack)
-    r = run_preflight(f, load_profile("baseline"), argv, flags=bundled_table(stack["sglang"]))
-    return next(v for v in r.checks if v.id == "compat")
+    rest = dict(stack)
+    return compat(spec, rest.pop("sglang"), *argv, **rest)
 
 
 def _fires(entry: str, spec: str, release: str, *argv: str, **extra: str) -> bool:

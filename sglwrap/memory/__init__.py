@@ -319,7 +319,7 @@ def _replanned_fix(facts: HostFacts, profile_env: Mapping[str, str], cmd: Sglang
         start = int(max(b.min_mem_fraction_static, f) * 100) + 1
         cands += [("--mem-fraction-static", f"{x / 100:.2f}") for x in range(start, 96)]
         if b.lora and kind == "kv_pool_oom":  # the LoRA pool scales with the adapter slots (mem_pool.py)
-            slots = int(str(args.given.get("max_loras_per_batch") or 8))
+            slots = read_extra(cmd).max_loras_per_batch  # the slots the pool was sized with (default 8 there)
             while slots > 1:
                 slots //= 2
                 cands.append(("--max-loras-per-batch", str(slots)))

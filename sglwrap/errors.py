@@ -61,6 +61,11 @@ class UsageError(SglwrapError):
     exit_code = EXIT_USAGE
 
 
+class ArgValueError(UsageError):
+    """A value of SGLang's args that SGLang cannot run with (``--mem-fraction-static 85``): a usage error for the
+    ``memory`` verb, a block for preflight and launch, which judge a launch rather than an sglwrap command."""
+
+
 class ProfileError(SglwrapError):
     """A profile file is missing, malformed or holds a bad value (exit 78)."""
 

@@ -51,3 +51,15 @@ def test_a_marginal_deficit_on_estimated_weights_warns_instead_of_blocking(capsy
                               "--tp-size", "8", "--mem-fraction-static", "0.74")
     assert check["status"] == "warn" and ("kv_pool_oom" in check["reason"] or "fits_tight" in check["reason"])
     assert rc in (0, 1)
+
+
+def test_a_value_sglang_cannot_run_with_blocks_preflight_and_is_a_usage_error_for_memory(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A percentage given as --mem-fraction-static (85) used to come out as preflight OK with memory skipped."""
+    argv = ["--assume", "8xH200", "--", "--model-path", "Llama-3.1-8B", "--mem-fraction-static", "85"]
+    assert main(["preflight", "--json", *argv]) == 78
+    doc = json.loads(capsys.readouterr().out)
+    mem = next(c for c in doc["checks"] if c["id"] == "memory")
+    assert mem["status"] == "block" and "--mem-fraction-static 85.0: must be between 0 and 1" in mem["reason"]
+    assert main(["memory", *argv]) == 64
+    assert "0.85 for 85%" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sglwrap.errors import UsageError
+from sglwrap.errors import ArgValueError, UsageError
 from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for
 
 # dest -> how the value is converted; everything else in the argv is ignored here.
@@ -123,18 +123,18 @@ def parse_server_args(argv: Sequence[str] | SglangCmdline, *, version: str | Non
         attn_dp = dp  # 0.5.23 turns --dp-size N --enable-dp-attention into --attn-dp-size N
     for name, value in (("--tp-size", tp), ("--dp-size", dp), ("--attn-dp-size", attn_dp)):
         if value < 1:
-            raise UsageError(f"{name} {value}: must be a positive integer")
+            raise ArgValueError(f"{name} {value}: must be a positive integer")
     if attn_dp > 1 and tp % attn_dp:
-        raise UsageError(f"--attn-dp-size {attn_dp} must divide --tp-size {tp}")
+        raise ArgValueError(f"--attn-dp-size {attn_dp} must divide --tp-size {tp}")
     f = raw.get("mem_fraction_static")
     if f is not None and not 0.0 < float(f) < 1.0:  # type: ignore[arg-type]
-        raise UsageError(f"--mem-fraction-static {f}: must be between 0 and 1 (exclusive)")
+        raise ArgValueError(f"--mem-fraction-static {f}: must be between 0 and 1 (exclusive): a fraction, 0.85 for 85%")
     r = raw.get("swa_full_tokens_ratio")
     if r is not None and not 0.0 < float(r) <= 1.0:  # type: ignore[arg-type]
-        raise UsageError(f"--swa-full-tokens-ratio {r}: should be in range (0, 1.0]")  # kv_cache_hook.py:427-428
+        raise ArgValueError(f"--swa-full-tokens-ratio {r}: should be in range (0, 1.0]")  # kv_cache_hook.py:427-428
     mr = raw.get("mamba_full_memory_ratio")
     if mr is not None and float(mr) < 0:  # type: ignore[arg-type]  # sglwrap's check: r/(1+r) needs r >= 0
-        raise UsageError(f"--mamba-full-memory-ratio {mr}: must not be negative")
+        raise ArgValueError(f"--mamba-full-memory-ratio {mr}: must not be negative")
     graph_bs = raw.get("cuda_graph_max_bs_decode", raw.get("cuda_graph_max_bs"))
     disabled = bool(raw.get("disable_cuda_graph"))
     return ServerArgs(

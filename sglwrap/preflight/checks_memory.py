@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sglwrap.errors import SglwrapError
+from sglwrap.errors import ArgValueError, SglwrapError
 from sglwrap.preflight.model import Context, Status, Verdict
 
 _BLOCKING = ("kv_pool_oom", "weights_dont_fit")
@@ -28,6 +28,9 @@ def check_memory(ctx: Context) -> Verdict:
         profile_sglang = dict(ctx.profile.sglang)
     try:
         plan = memory.plan(ctx.facts, env, ctx.args, profile_sglang=profile_sglang)
+    except ArgValueError as e:  # the user's own value: SGLang cannot start with it, so nothing is left to plan
+        return Verdict("memory", Status.BLOCK, f"SGLang cannot run with {e.message}",
+                       "give that flag a value in the range named")
     except SglwrapError as e:
         return Verdict("memory", Status.SKIP, f"cannot plan memory: {e.message}")
     res = plan.result

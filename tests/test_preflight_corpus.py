@@ -134,6 +134,13 @@ def judge(doc: dict[str, Any], code: int, result: dict[str, Any]) -> str | None:
     got = result["verdict"]
     if verdict == "not-blocked":
         return None if got not in ("blocked", "refused") else f"a working setup was {got}: {_summary(result)}"
+    if verdict == "warned":
+        # a failure whose entry has only one report (or reports without a switch): the entry warns, never blocks
+        if got in ("blocked", "refused"):
+            return f"expected a warning, got {got} (exit {code}): {_summary(result)}"
+        if entry and not _named(result, entry):
+            return f"{entry} not named: {_summary(result)}"
+        return None
     if verdict == "blocked-or-downgraded":
         if got not in ("blocked", "downgraded", "refused"):
             return f"{got}: {_summary(result)}"

@@ -3,7 +3,13 @@
 An entry: ``id``, ``title``, ``applies`` (conditions, all must hold; see ``sglwrap.compat.match``), ``consequence``
 (the error users see, verbatim from the public report), ``severity`` (block / downgrade / warn), ``fix``,
 ``downgrade`` (optional: what makes SGLang's default path safe: ``feature``, ``sglang`` or ``env``), ``sources``
-(public URLs) and ``checked`` (date). The parsed files are cached as JSON keyed by their size and mtime.
+(public URLs), ``checked`` (date), ``evidence`` (how sure the knowledge is) and ``evidence_ref`` (where: a release
+file and line for ``source``, the maintainer's comment or merged fix for ``maintainer``). The parsed files are cached
+as JSON keyed by their size and mtime.
+
+Evidence decides the strongest verdict an entry may give (``STRONGEST``): ``source`` (the release's own code raises
+or asserts it) and ``maintainer`` (a maintainer confirmed it, or a merged fix names the cause) may block; ``reports``
+(two or more independent public reports) may downgrade where a switch exists; ``single`` (one report) warns.
 """
 
 from __future__ import annotations
@@ -11,14 +17,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "compat"
 SEVERITIES = ("block", "downgrade", "warn")
-ENTRY_KEYS = {"id", "title", "applies", "consequence", "severity", "fix", "downgrade", "sources", "checked", "notes"}
+EVIDENCE = ("source", "maintainer", "reports", "single")
+# the strongest severity each evidence level allows; SEVERITIES is ordered strongest first
+STRONGEST = {"source": "block", "maintainer": "block", "reports": "downgrade", "single": "warn"}
+ENTRY_KEYS = {"id", "title", "applies", "consequence", "severity", "fix", "downgrade", "sources", "checked", "notes",
+              "evidence", "evidence_ref"}
 APPLIES_KEYS = {"cc", "cc_min", "cc_max", "cc_not", "gpu_name", "interconnect", "packages", "not_packages", "absent",
                 "args", "not_args", "env", "auto", "lacks_arch", "world_min", "gpus_min", "mixed_gpus", "vendor",
                 "iommu", "acs", "model", "nnodes_min", "nnodes_max", "gpus_max", "world_max", "p2p",
@@ -42,13 +52,15 @@ class Entry:
     checked: str
     downgrade: Mapping[str, Any] = field(default_factory=dict)
     notes: str = ""
+    evidence: str = "single"
+    evidence_ref: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as the YAML spells it, with its domain."""
         return {"id": self.id, "domain": self.domain, "title": self.title, "applies": dict(self.applies),
                 "consequence": self.consequence, "severity": self.severity, "fix": self.fix,
                 "downgrade": dict(self.downgrade), "sources": list(self.sources), "checked": self.checked,
-                "notes": self.notes}
+                "notes": self.notes, "evidence": self.evidence, "evidence_ref": self.evidence_ref}
 
 
 class KnowledgeError(ValueError):
@@ -114,7 +126,23 @@ def validate_entry(raw: Any, where: str) -> list[str]:
                     err(f"downgrade.sglang {name!r} is not a profile setting")
     if raw.get("severity") == "downgrade" and not down:
         err("severity downgrade needs a downgrade action")
+    if "evidence" in raw:  # test_compat_kb requires it on every entry
+        _check_evidence(raw, err)
     return bad
+
+
+def _check_evidence(raw: Mapping[str, Any], err: Callable[[str], None]) -> None:
+    """Report a bad ``evidence``/``evidence_ref``, or a severity stronger than the evidence allows."""
+    level = raw.get("evidence")
+    if level not in EVIDENCE:
+        err(f"evidence must be one of {', '.join(EVIDENCE)} (got {level!r})")
+        return
+    ref = raw.get("evidence_ref")
+    if level in ("source", "maintainer") and (not isinstance(ref, str) or not ref.strip()):
+        err(f"evidence {level} needs evidence_ref (a release file:line, or the maintainer's comment / merged fix URL)")
+    severity = raw.get("severity")
+    if severity in SEVERITIES and SEVERITIES.index(severity) < SEVERITIES.index(STRONGEST[level]):
+        err(f"severity {severity} needs stronger evidence than {level!r} (it allows {STRONGEST[level]} at most)")
 
 
 def _files(data_dir: Path) -> list[Path]:
@@ -193,7 +221,8 @@ def load(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None, *,
         out.append(Entry(id=raw["id"], domain=raw["_domain"], title=raw["title"], applies=raw["applies"],
                          consequence=raw["consequence"].strip(), severity=raw["severity"], fix=raw["fix"].strip(),
                          sources=tuple(raw["sources"]), checked=raw["checked"],
-                         downgrade=raw.get("downgrade") or {}, notes=str(raw.get("notes") or "")))
+                         downgrade=raw.get("downgrade") or {}, notes=str(raw.get("notes") or ""),
+                         evidence=str(raw.get("evidence") or "single"), evidence_ref=str(raw.get("evidence_ref") or "")))
     if strict and problems:
         raise KnowledgeError("\n".join(problems))
     return tuple(out)
@@ -208,7 +237,8 @@ def explain(entry: Entry) -> str:
     """The text ``sglwrap preflight --explain ID`` prints."""
     import textwrap
 
-    lines = [f"{entry.id}  [{entry.domain}, {entry.severity}]", f"  {entry.title}", "  applies when:"]
+    lines = [f"{entry.id}  [{entry.domain}, {entry.severity}, evidence: {entry.evidence}]", f"  {entry.title}",
+             "  applies when:"]
     for key, value in entry.applies.items():
         lines.append(f"    {key}: {json.dumps(value, default=str)}")
     lines.append("  what users see:")
@@ -221,5 +251,7 @@ def explain(entry: Entry) -> str:
         lines += ["  notes:"] + ["    " + ln for ln in textwrap.wrap(entry.notes, 110)]
     lines.append("  sources:")
     lines += [f"    {s}" for s in entry.sources]
+    if entry.evidence_ref:
+        lines.append(f"  evidence: {entry.evidence_ref}")
     lines.append(f"  checked: {entry.checked}")
     return "\n".join(lines) + "\n"

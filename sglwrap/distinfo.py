@@ -76,3 +76,30 @@ def _first_version(want: str, indexes: list[tuple[str, dict[str, list[str]]]]) -
             if version:
                 return version
     return None
+
+
+def installed_origins(names: Iterable[str], paths: Iterable[str]) -> dict[str, str]:
+    """Where each installed distribution of ``names`` came from, read from its PEP 610 ``direct_url.json``: "index"
+    (no such file: a package index wheel), "local" (built from a directory), "vcs" (built from a repository) or
+    "file" (a wheel or archive by path or URL: nobody can tell a copied index wheel from a custom build)."""
+    import json
+
+    indexes = [(entry, _metadata_dirs(entry)) for entry in paths]
+    out: dict[str, str] = {}
+    for name in names:
+        want = canonical_name(name)
+        found = next(((entry, f) for entry, index in indexes for f in index.get(want, ())
+                      if f.endswith(".dist-info")), None)
+        if found is None:
+            continue
+        try:
+            with open(os.path.join(found[0] or ".", found[1], "direct_url.json"), encoding="utf-8") as f:
+                doc = json.load(f)
+        except FileNotFoundError:
+            out[name] = "index"
+            continue
+        except (OSError, ValueError):
+            continue
+        out[name] = ("local" if isinstance(doc, dict) and "dir_info" in doc else
+                     "vcs" if isinstance(doc, dict) and "vcs_info" in doc else "file")
+    return out

@@ -33,7 +33,7 @@ APPLIES_KEYS = {"cc", "cc_min", "cc_max", "cc_not", "gpu_name", "interconnect", 
                 "args", "not_args", "env", "auto", "lacks_arch", "world_min", "gpus_min", "mixed_gpus", "vendor",
                 "iommu", "acs", "model", "nnodes_min", "nnodes_max", "gpus_max", "world_max", "p2p",
                 "version_differs", "host", "forward_compat", "resolved", "arch", "not_user_args", "not_arch",
-                "checkpoint_quant", "checkpoint_unquantized", "prefill_per_rank_over"}
+                "checkpoint_quant", "checkpoint_unquantized", "prefill_per_rank_over", "from_index"}
 DOWNGRADE_KEYS = {"feature", "sglang", "env"}
 
 

@@ -10,7 +10,9 @@ Conditions:
   not_packages                  {name: "<spec>"}: holds unless that version is known (installed or assumed) and
                                 satisfies the spec; a release's pins stand for what nobody named (a newer build
                                 installed or assumed by hand rules the entry out)
-  absent                        distributions that are not installed (judged only when the stack is known)
+  absent                        distributions that are not installed: named ``=none`` in --assume-stack, or missing
+                                from a live environment; under --assume-stack sglang=X a distribution that release
+                                requires is there, and one it does not is unknown (the entry can only warn)
   args / not_args               {dest: value | [values] | true | "*" | {ge|gt|le|lt: n}} on SGLang's parsed args;
                                 n may name another dest ({lt: tp_size}: below the launch's tp size; unset: no hold)
   not_user_args                 as not_args, on the values the user gave only (the bundled defaults of the nearest
@@ -22,6 +24,9 @@ Conditions:
   world_min / gpus_min          tp at least n / the launch needs at least n GPUs
   mixed_gpus                    true: the launch's GPUs differ in model or memory
   p2p                           false: some pair of the launch's GPUs has no PCIe/NVLink peer access (NVML read/write)
+  from_index                    [distributions] installed from a package index wheel (no PEP 610 direct_url.json);
+                                built from source or a repository: does not hold; a wheel file, or an assumed
+                                version: unknown (the entry can only warn)
   version_differs               [a, b]: both distributions installed and their versions (local tag dropped) differ
   world_max / nnodes_max        tp at most n / at most n nodes
   host                          {fact: value} on what sglwrap.host.binaries read (nvidia_caps: false, ...)
@@ -68,6 +73,7 @@ class Match:
     entry: Entry
     user_flags: tuple[str, ...]
     facts: str
+    unknown: tuple[str, ...] = ()  # conditions whose facts nobody knows here: the entry can only warn
 
 
 def used_gpus(ctx: Context) -> list[Any]:
@@ -375,6 +381,25 @@ def model_config(ctx: Context) -> dict[str, Any] | None:
     return facts.config if facts is not None else None
 
 
+def _absence(ctx: Context, name: str) -> str:
+    """Whether distribution ``name`` is "absent", "present" or "unknown" for the launch planned: named ``=none`` in
+    --assume-stack is absent; installed, named, or required by an assumed SGLang release (its own pins,
+    ``sglwrap.sglang.pins``) is present; under an assumed release, or on a catalogue host (another machine), anything
+    else is unknown; with nothing known about the environment at all, not judged (as "present": no entry fires)."""
+    probes = ctx.facts.probes or {}
+    if name in (probes.get("assumed_absent") or ()):
+        return "absent"
+    pins = probes.get("release_pins") or {}
+    if name in ctx.stack.packages or name in (pins.get("pinned") or {}) or name in (pins.get("brought") or {}):
+        return "present"
+    if "sglang" in (probes.get("assume_stack") or {}) or name in (probes.get("assume_stack_left_out") or {}):
+        return "unknown"
+    if not ctx.stack.packages:  # nothing read about this environment at all: not judged
+        return "present"
+    # a catalogue host is another machine: this interpreter's packages (and --assume-stack's few) are not its own
+    return "unknown" if ctx.facts.source.startswith("catalogue:") else "absent"
+
+
 def matches(entry: Entry, ctx: Context) -> Match | None:
     """The Match when every condition of ``entry`` holds for ``ctx``, else None."""
     ap = dict(entry.applies)
@@ -400,11 +425,22 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
     for name, spec in (ap.get("not_packages") or {}).items():
         if version_ok(package_version(ctx, name), spec):
             return None  # a known version the entry does not concern (unknown: the release's own pin stands)
-    left_out = (ctx.facts.probes or {}).get("assume_stack_left_out") or {}
+    unknown: list[str] = []
+    for name in ap.get("from_index") or ():
+        origin = (ctx.facts.binaries.get("origins") or {}).get(name)
+        if origin in ("local", "vcs"):
+            return None  # built here, against the torch installed with it
+        if origin == "index":
+            said.append(f"{name} from a package index")
+        else:
+            unknown.append(f"where {name} was built (an index wheel, or a build for this torch)")
     for name in ap.get("absent") or ():
-        if not ctx.stack.packages or name in ctx.stack.packages or name in left_out:
-            return None  # installed, or left out by --assume-stack sglang=X: the planned release brings its own
-        said.append(f"no {name}")
+        state = _absence(ctx, name)
+        if state == "present":
+            return None
+        if state == "unknown":
+            unknown.append(f"whether {name} is installed")
+        said.append(f"no {name}" if state == "absent" else f"{name} unknown")
     user: list[str] = []
     for dest, cond in (ap.get("args") or {}).items():
         val = ctx.args.get(dest)
@@ -548,4 +584,4 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         if state not in ap["acs"]:
             return None
         said.append(f"ACS {state}")
-    return Match(entry=entry, user_flags=tuple(user), facts=", ".join(said))
+    return Match(entry=entry, user_flags=tuple(user), facts=", ".join(said), unknown=tuple(unknown))

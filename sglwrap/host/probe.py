@@ -86,6 +86,9 @@ def with_local_stack(
     env = os.environ if environ is None else environ
     binaries = {**binary_facts(stack.site_paths(python), env, live=live, versions=packages), **facts.binaries}
     binaries["versions"] = {k: v for k, v in packages.items() if k in _BINARY_DISTS}
+    from sglwrap.distinfo import installed_origins
+
+    binaries["origins"] = installed_origins([k for k in packages if k in _BINARY_DISTS], stack.site_paths(python))
     return dataclasses.replace(facts, packages={**facts.packages, **packages}, probes=probes, binaries=binaries)
 
 
@@ -170,8 +173,11 @@ def parse_assume_stack(text: str) -> dict[str, str]:
             if value.lower() not in _HOST_VALUES[key]:
                 raise UsageError(f"--assume-stack {key}={value!r}: expected one of {', '.join(_HOST_VALUES[key])}")
             value = value.lower()
+        elif value.lower() == "none" and key in KNOWN_PACKAGES and key != "sglang":
+            value = "none"  # known to be absent (an image without FlashInfer)
         elif not _VER_RE.match(value):
-            raise UsageError(f"--assume-stack {key}={value!r}: not a version")
+            raise UsageError(f"--assume-stack {key}={value!r}: not a version (or 'none' for a package that is "
+                             "not installed)")
         out[key] = value
     return out
 
@@ -255,9 +261,16 @@ def apply_assume_stack(facts: HostFacts, overrides: Mapping[str, str]) -> HostFa
             binaries[key] = {"mode" if key == "iommu" else "state": value}
         elif key == "nvidia-caps":
             binaries["nvidia_caps"] = value == "yes"
+        elif value == "none":
+            packages.pop(key, None)
+            probes["assumed_absent"] = sorted({*probes.get("assumed_absent", ()), key})
+            stack_probe.pop(_PROBE_PART.get(key, ""), None)
         else:
             packages[key] = value
             stack_probe.pop(_PROBE_PART.get(key, ""), None)
+            origins = dict(binaries.get("origins") or {})
+            if origins.pop(key, None) is not None:  # the installed build's origin says nothing of the one planned
+                binaries["origins"] = origins
             read = _BINARY_DISTS.get(key)
             if read and (binaries.get("versions") or {}).get(key) != value and f"{read}-arch" not in overrides:
                 arches.pop(read, None)  # the binaries read belong to another version than the one planned
@@ -267,7 +280,31 @@ def apply_assume_stack(facts: HostFacts, overrides: Mapping[str, str]) -> HostFa
     else:
         probes.pop("stack", None)
     probes["assume_stack"] = dict(overrides)
+    if "sglang" in overrides:
+        _add_release_pins(packages, probes, overrides)
     return dataclasses.replace(
         facts, packages=packages, probes=probes, driver_version=driver, cuda_driver_version=cuda_drv,
         source=f"{facts.source}+assume-stack", binaries=binaries, notes=notes,
     )
+
+
+def _add_release_pins(packages: dict[str, str], probes: dict[str, Any], overrides: Mapping[str, str]) -> None:
+    """What the assumed SGLang release installs, for the packages nobody named: an exact pin becomes the planned
+    version; any other requirement means installed in a version nobody knows (``probes["release_pins"]``)."""
+    from sglwrap.sglang.pins import exact_pin, release_requirements
+
+    planned = release_requirements(overrides["sglang"])
+    if planned is None:
+        return
+    read, reqs = planned
+    pinned: dict[str, str] = {}
+    brought: dict[str, str] = {}
+    for name, spec in reqs.items():
+        if name in overrides or name in packages:
+            continue  # named by the user, or installed here and not replaced by the release
+        version = exact_pin(spec)
+        if version is not None:
+            packages[name] = pinned[name] = version
+        else:
+            brought[name] = spec or "*"
+    probes["release_pins"] = {"release": read, "pinned": pinned, "brought": brought}

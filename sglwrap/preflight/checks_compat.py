@@ -79,6 +79,9 @@ def _one(ctx: Context, m: Match) -> Verdict:
     head = f"[{e.id}] {e.title} ({m.facts}): {e.consequence}"
     if e.severity == "warn":
         return Verdict(CHECK_ID, Status.WARN, head, e.fix)
+    if m.unknown:  # no entry blocks or changes a launch on a fact nobody knows
+        return Verdict(CHECK_ID, Status.WARN, f"{head}; not known here: {', '.join(m.unknown)}, so this is a "
+                       f"warning, not a {e.severity}", e.fix)
     if e.severity == "downgrade" and (not m.user_flags or _spares_the_user(ctx, e)):
         required = _blocked_by_profile(ctx, e)
         if required is None:

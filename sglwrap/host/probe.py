@@ -288,6 +288,15 @@ def apply_assume_stack(facts: HostFacts, overrides: Mapping[str, str]) -> HostFa
     )
 
 
+# Distributions whose pin names a version but not the build a user installs (torch +cu128 or +cu126, sgl-kernel
+# +cu130 from SGLang's index, ...): there, not of a known build, so nothing that reads the build may use the pin.
+_BUILD_VARIANTS = frozenset({"torch", "torchvision", "torchaudio", "sgl-kernel", "sglang-kernel",
+                             "flashinfer-jit-cache"})
+# Distributions that provide the same module: naming one replaces the release's pin of the other.
+_SAME_MODULE = {"flashinfer": "flashinfer-python", "flashinfer-python": "flashinfer",
+                "sgl-kernel": "sglang-kernel", "sglang-kernel": "sgl-kernel"}
+
+
 def _add_release_pins(packages: dict[str, str], probes: dict[str, Any], overrides: Mapping[str, str]) -> None:
     """What the assumed SGLang release installs, for the packages nobody named: an exact pin becomes the planned
     version; any other requirement means installed in a version nobody knows (``probes["release_pins"]``)."""
@@ -300,10 +309,10 @@ def _add_release_pins(packages: dict[str, str], probes: dict[str, Any], override
     pinned: dict[str, str] = {}
     brought: dict[str, str] = {}
     for name, spec in reqs.items():
-        if name in overrides or name in packages:
-            continue  # named by the user, or installed here and not replaced by the release
+        if name in overrides or name in packages or _SAME_MODULE.get(name, "") in overrides:
+            continue  # named by the user (or what provides the same module), or installed here and kept
         version = exact_pin(spec)
-        if version is not None:
+        if version is not None and name not in _BUILD_VARIANTS:
             packages[name] = pinned[name] = version
         else:
             brought[name] = spec or "*"

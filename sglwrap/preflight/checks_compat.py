@@ -101,8 +101,19 @@ def check_compat(ctx: Context) -> Verdict:
     """Evaluate every entry; the worst outcome is the verdict, with every matching entry named."""
     if not ctx.facts.gpus:
         return Verdict(CHECK_ID, Status.SKIP, "no GPU facts to compare the knowledge base with")
-    pairs = [(m.entry.id, _one(ctx, m)) for e in entries()
-             if e.id not in OWNED_ELSEWHERE and (m := matches(e, ctx)) is not None]
+    pairs: list[tuple[str, Verdict]] = []
+    for e in entries():
+        if e.id in OWNED_ELSEWHERE:
+            continue
+        try:
+            m = matches(e, ctx)
+        except Exception as exc:  # fail visibly: a broken entry is a warning, never a silent "no entry applies"
+            pairs.append((e.id, Verdict(CHECK_ID, Status.WARN,
+                                        f"[{e.id}] could not be checked: {type(exc).__name__}: {exc}",
+                                        f"report this entry as a bug of sglwrap (sglwrap preflight --explain {e.id})")))
+            continue
+        if m is not None:
+            pairs.append((m.entry.id, _one(ctx, m)))
     if not pairs:
         return Verdict(CHECK_ID, Status.PASS, f"none of {len(entries())} knowledge-base entries applies")
     pairs.sort(key=lambda p: -SEVERITY[p[1].status])

@@ -14,7 +14,7 @@ from sglwrap.host.probe import apply_assume_stack, parse_assume_stack
 from sglwrap.preflight import checks_compat
 from sglwrap.preflight.model import Status
 from sglwrap.sglang.pins import PINS_FILE, exact_pin, release_requirements
-from tests.compat_helpers import compat, fires
+from tests.compat_helpers import compat, fires, plan
 
 FLASHINFER = ("--model-path", "Qwen/Qwen2.5-7B-Instruct", "--tp-size", "2", "--attention-backend", "flashinfer")
 
@@ -62,6 +62,8 @@ def test_a_package_the_release_does_not_require_is_unknown_and_only_warns() -> N
     assert v.status is Status.WARN and "[quant-awq-gptq-needs-vllm]" in v.reason
     assert "not known here: whether vllm is installed" in v.reason
     assert compat("1xL40S", "0.4.6.post5", *argv, vllm="none").status is Status.BLOCK
+    headline = plan("1xL40S", "0.4.6.post5", argv).headline
+    assert "not known here: whether vllm is installed (quant-awq-gptq-needs-vllm" in headline
 
 
 def test_a_kernel_built_from_source_for_the_installed_torch_is_not_an_abi_mismatch() -> None:

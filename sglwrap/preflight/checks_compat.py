@@ -102,6 +102,7 @@ def check_compat(ctx: Context) -> Verdict:
     if not ctx.facts.gpus:
         return Verdict(CHECK_ID, Status.SKIP, "no GPU facts to compare the knowledge base with")
     pairs: list[tuple[str, Verdict]] = []
+    unknown: dict[str, list[str]] = {}
     for e in entries():
         if e.id in OWNED_ELSEWHERE:
             continue
@@ -114,6 +115,8 @@ def check_compat(ctx: Context) -> Verdict:
             continue
         if m is not None:
             pairs.append((m.entry.id, _one(ctx, m)))
+            if m.unknown and e.severity != "warn":
+                unknown[e.id] = list(m.unknown)
     if not pairs:
         return Verdict(CHECK_ID, Status.PASS, f"none of {len(entries())} knowledge-base entries applies")
     pairs.sort(key=lambda p: -SEVERITY[p[1].status])
@@ -125,4 +128,4 @@ def check_compat(ctx: Context) -> Verdict:
     changes = tuple(c for _, v in pairs if v.status is Status.DOWNGRADE for c in v.changes) \
         if worst.status is Status.DOWNGRADE else ()
     return Verdict(CHECK_ID, worst.status, "; ".join(v.reason for _, v in pairs), "; ".join(fixes), changes,
-                   detail={"entries": {eid: v.status.value for eid, v in pairs}})
+                   detail={"entries": {eid: v.status.value for eid, v in pairs}, "unknown": unknown})

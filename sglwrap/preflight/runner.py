@@ -102,9 +102,19 @@ class PreflightResult:
         if warned:
             word += f" ({warned} WARN)"
         skipped = [v.id for v in self.checks if v.status is Status.SKIP]
-        if not skipped:
-            return f"{word}, all {len(self.checks)} checks ran"
-        return f"{word}, {len(skipped)} of {len(self.checks)} checks skipped: {', '.join(skipped)}"
+        ran = (f"all {len(self.checks)} checks ran" if not skipped else
+               f"{len(skipped)} of {len(self.checks)} checks skipped: {', '.join(skipped)}")
+        return f"{word}, {ran}{self._unknown_said()}"
+
+    def _unknown_said(self) -> str:
+        """``; not known here: ...`` for the knowledge-base entries that could only warn because a fact was unknown."""
+        by_fact: dict[str, list[str]] = {}
+        for v in self.checks:
+            for eid, what in ((v.detail or {}).get("unknown") or {}).items() if v.id == "compat" else ():
+                for w in what:
+                    by_fact.setdefault(w, []).append(eid)
+        said = [f"{w} ({', '.join(ids)})" for w, ids in by_fact.items()]
+        return f"; not known here: {'; '.join(said)}" if said else ""
 
     @property
     def exit_code(self) -> int:

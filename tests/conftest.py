@@ -80,3 +80,11 @@ def run_sglwrap(*args: str, env: dict[str, str] | None = None, timeout: float = 
 
 def have(tool: str) -> bool:
     return shutil.which(tool) is not None
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the preflight held-out and tuned figures when their test ran."""
+    from tests.test_preflight_heldout import FIGURES
+
+    for line in FIGURES.values():
+        terminalreporter.write_line(f"preflight {line}")

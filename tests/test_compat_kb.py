@@ -127,3 +127,62 @@ def test_cache_is_reused_and_equal(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     cached = list((tmp_path / "sglwrap").glob("compat-*.json"))
     assert len(cached) == 1
     assert raw_entries(environ=env) == first == json.loads(cached[0].read_text())
+
+
+@pytest.mark.parametrize("applies,why", [
+    ({"world_min": "2"}, "world_min must be an integer"),
+    ({"world_min": 0}, "world_min must be an integer from 1"),
+    ({"cc": ["12"]}, "is not a compute capability"),
+    ({"interconnect": ["nvlinkk"]}, "interconnect takes"),
+    ({"packages": {"sglang": ">=0.5.x"}}, "is not a PEP 440 clause"),
+    ({"packages": {"torch": ""}}, "non-empty string"),
+    ({"args": {"tp-size": 2}}, "is not an SGLang option dest"),
+    ({"args": {"tp_size": {"atleast": 2}}}, "a comparison takes"),
+    ({"p2p": "no"}, "p2p must be true or false"),
+    ({"gpu_name": "H100("}, "not a regular expression"),
+    ({"env": {"nccl_p2p_disable": "1"}}, "UPPER_CASE"),
+])
+def test_schema_refuses_bad_condition_values(applies: dict, why: str) -> None:
+    raw = {"id": "x", "title": "t", "applies": applies, "consequence": "c", "severity": "warn", "fix": "f",
+           "sources": ["https://example.org/x"], "checked": "2026-12-06", "evidence": "single"}
+    problems = validate_entry(raw, "f.yaml")
+    assert any(why in p for p in problems), problems
+
+
+def _release_tables() -> dict[str, dict]:
+    data = REPO / "sglwrap" / "data" / "sglang"
+    return {p.name.removeprefix("sglang-").removesuffix(".json"): json.loads(p.read_text())
+            for p in data.glob("sglang-*.json")}
+
+
+def test_every_option_and_architecture_an_entry_names_exists_in_a_release_of_its_range() -> None:
+    """args / not_args / not_user_args name dests, arch / not_arch name model classes, that at least one bundled
+    release inside the entry's own sglang range has (an entry on an option no release of its range has never
+    fires: a typo, or a range that ends too early)."""
+    tables = _release_tables()
+    bad: list[str] = []
+    for where, raw in RAW:
+        ap = raw["applies"]
+        spec = (ap.get("packages") or {}).get("sglang", "*")
+        releases = [t for v, t in tables.items() if version_ok(v, spec)] or list(tables.values())
+        dests = {f["dest"] for t in releases for f in t["flags"]} | set().union(
+            *(t.get("server_args_defaults") or {} for t in releases))
+        archs = set().union(*(t.get("architectures") or [] for t in releases))
+        for key in ("args", "not_args", "not_user_args"):
+            bad += [f"{where}: {raw['id']}: {key}.{d}" for d in ap.get(key) or {} if d not in dests]
+        for key in ("arch", "not_arch"):  # config.json may spell a class the registry maps: one must be real
+            names = ap[key] if isinstance(ap.get(key), list) else [ap[key]] if key in ap else []
+            if names and not any(a in archs for a in names):
+                bad.append(f"{where}: {raw['id']}: {key} {names}")
+    assert not bad, "names no release of the entry's range has:\n" + "\n".join(bad)
+
+
+def test_every_entry_carries_evidence_and_a_block_rests_on_source_or_maintainer() -> None:
+    """The issue's rule: block only on what SGLang's own code or a maintainer confirms."""
+    missing = [raw["id"] for _, raw in RAW if raw.get("evidence") not in ("source", "maintainer", "reports", "single")]
+    assert not missing, f"{len(missing)} entries without evidence: {', '.join(missing[:20])}"
+    for _, raw in RAW:
+        if raw["severity"] == "block":
+            assert raw["evidence"] in ("source", "maintainer") and raw.get("evidence_ref"), raw["id"]
+        if raw["evidence"] == "single":
+            assert raw["severity"] == "warn", raw["id"]

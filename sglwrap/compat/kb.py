@@ -96,6 +96,10 @@ def validate_entry(raw: Any, where: str) -> list[str]:
     else:
         for key in sorted(set(applies) - APPLIES_KEYS):
             err(f"applies: unknown condition {key!r} (allowed: {', '.join(sorted(APPLIES_KEYS))})")
+        from sglwrap.compat.schema import condition_problems
+
+        for problem in condition_problems(applies):
+            err(problem)
         over = applies.get("prefill_per_rank_over")
         if over is not None and not (isinstance(over, dict) and isinstance(over.get("cap"), int)
                                      and set(over) <= {"cap", "env"} and isinstance(over.get("env", ""), str)):

@@ -15,7 +15,7 @@ def _plan(*extra: str):  # type: ignore[no-untyped-def]
 
 def test_offloading_moves_whole_layers_off_the_gpu_and_a_launch_that_did_not_fit_now_fits() -> None:
     full = _plan()
-    assert full.verdict == "weights_dont_fit" and full.exit_code == 78
+    assert full.verdict == "weights_dont_fit" and full.weights_estimated and full.exit_code == 1
     layer = (full.weights_info.per_rank_bytes - 2 * 151936 * 5120 * 2) / 64  # Qwen3-32B: 64 layers, untied 151936 x 5120
     for gb in (1, 50):
         off = _plan("--cpu-offload-gb", str(gb))

@@ -133,7 +133,7 @@ def test_json_carries_the_uncertainty_and_the_sources(capsys: pytest.CaptureFixt
 def test_weights_beyond_the_gpu_get_no_impossible_fraction_or_gpu_count() -> None:
     """Llama-3.1-70B on one L4: no fraction below 1 can hold a page, and the host has no second GPU."""
     p = plan(resolve_assume("1xL4"), {}, ["--model-path", "Llama-3.1-70B"], sglang_version="0.5.23")
-    assert p.verdict == "weights_dont_fit" and p.exit_code == 78 and p.blocks_launch
+    assert p.verdict == "weights_dont_fit" and p.weights_estimated and p.exit_code == 1 and not p.blocks_launch
     text = " ".join(p.explanation) + (p.result.fix or "")
     assert "no --mem-fraction-static below 1" in text
     assert "--tp-size" not in (p.result.fix or "")
@@ -151,7 +151,7 @@ def test_corpus_75_glm_flash_bf16_on_one_rtx5090_is_a_sure_failure() -> None:
     corpus = Path(__file__).parent / "corpus" / "memory"
     case = yaml.safe_load((corpus / "75_glm-4.7-flash-bf16_1xRTX5090_kv_pool_oom.yaml").read_text())
     p = plan(resolve_assume("1xRTX-5090"), {}, [str(a) for a in case["argv"]], sglang_version=case["version_for_plan"])
-    assert p.verdict in ("weights_dont_fit", "kv_pool_oom") and p.exit_code == 78 and p.blocks_launch
+    assert p.verdict in ("weights_dont_fit", "kv_pool_oom") and p.weights_estimated and p.exit_code == 1
 
 
 _CORPUS = Path(__file__).parent / "corpus" / "memory"
@@ -180,7 +180,7 @@ def test_corpus_74_online_fp8_loads_the_16bit_model_first_and_does_not_fit() -> 
     than the 44.02 GB the log had free, though the FP8 result (what stays) would fit."""
     case = _corpus_case("74")
     p = _corpus_plan(case)
-    assert p.verdict == "weights_dont_fit" and p.exit_code == 78 and p.blocks_launch
+    assert p.verdict == "weights_dont_fit" and p.weights_estimated and p.exit_code == 1
     b = p.budget
     logged_free = case["truth"]["avail_before_weights_gb"] * GIB
     assert b.weights < logged_free < b.weights_peak  # the FP8 model would fit; its 16-bit loading does not
@@ -309,3 +309,21 @@ def test_lora_pool_of_a_moe_model_has_per_expert_buffers() -> None:
     gate_up = e * 2 * r * h + e * 2 * mi * r
     down = e * r * mi + e * h * r
     assert lora == pytest.approx(n * layers * (gate_up + down) * 2, rel=0.001)
+
+
+def test_a_sure_oom_blocks_only_when_the_checkpoint_size_is_read(tmp_path: Path) -> None:
+    """Llama-3.1-70B on one L4 does not fit either way; with the checkpoint's own index (its total_size) the
+    verdict blocks (exit 78), with the size estimated from config.json it warns (exit 1) and says so."""
+    import json
+    import shutil
+
+    repo = Path(__file__).resolve().parents[1]
+    d = tmp_path / "Llama-3.1-70B"
+    shutil.copytree(repo / "sglwrap" / "data" / "models" / "Llama-3.1-70B", d)
+    estimated = plan(resolve_assume("1xL4"), {}, ["--model-path", str(d)], sglang_version="0.5.23")
+    assert estimated.weights_estimated and estimated.exit_code == 1 and not estimated.blocks_launch
+    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 141107412992},
+                                                                "weight_map": {}}))
+    read = plan(resolve_assume("1xL4"), {}, ["--model-path", str(d)], sglang_version="0.5.23")
+    assert read.verdict == "weights_dont_fit" and not read.weights_estimated
+    assert read.exit_code == 78 and read.blocks_launch and read.to_dict()["blocks_launch"]

@@ -23,7 +23,8 @@ def _memory_check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, 
 def test_story_fraction_is_blocked_by_the_memory_check_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
     rc, check = _memory_check(capsys, "--assume", "8xRTX-PRO-6000", "--profile", "fewchan", "--",
                               "--model-path", "Kimi-K2.5", "--tp-size", "8", "--mem-fraction-static", "0.55")
-    assert rc == 78 and check["status"] == "block"
+    # the catalogue config has no checkpoint index: the size is estimated, so the sure deficit warns
+    assert rc == 0 and check["status"] == "warn" and "estimated" in check["reason"]
     assert "Loaded weights leave no GPU memory" in check["reason"]
     assert check["fix"].startswith("--mem-fraction-static 0.")
 

@@ -55,17 +55,25 @@ class MemoryPlan:
         return self.result.sentences
 
     @property
+    def weights_estimated(self) -> bool:
+        """True when the checkpoint's size is an estimate from its config (no index, weights.json or safetensors
+        headers found locally, in the HF cache or the bundled catalogue)."""
+        return self.budget.w_source.startswith("params x dtype")  # observed or read sizes are known
+
+    @property
     def exit_code(self) -> int:
-        """0 for fits and fits_tight (a warning), 1 for graph_oom_risk, 78 for a failure the numbers are sure of."""
+        """0 for fits and fits_tight (a warning), 1 for graph_oom_risk or a failure that rests on an estimated
+        checkpoint size, 78 for a failure the numbers are sure of."""
         if self.verdict in SURE_FAILURES:
-            return EXIT_OOM
+            return EXIT_RISK if self.weights_estimated else EXIT_OOM
         return EXIT_RISK if self.verdict == "graph_oom_risk" else EXIT_FITS
 
     @property
     def blocks_launch(self) -> bool:
         """Whether a launch should be stopped: only a failure before serving that the numbers are sure of (each
-        term's ± from its fit is already in the verdict: a deficit within it is ``fits_tight``)."""
-        return self.verdict in SURE_FAILURES
+        term's ± from its fit is already in the verdict: a deficit within it is ``fits_tight``) and whose weights
+        are the checkpoint's real size (an estimate warns)."""
+        return self.verdict in SURE_FAILURES and not self.weights_estimated
 
     def _swa_dict(self) -> dict[str, Any] | None:
         """The hybrid SWA split (None for an ordinary pool)."""
@@ -112,6 +120,7 @@ class MemoryPlan:
             "kv_tokens": b.kv_tokens, "swa_tokens": b.swa_tokens, "swa": self._swa_dict(),
             "mamba": self._mamba_dict(),
             "weights_bytes_per_rank": b.weights, "weights_source": b.w_source,
+            "weights_estimated": self.weights_estimated, "blocks_launch": self.blocks_launch,
             "weights_total_bytes": self.weights_info.total_bytes,
             "mem_fraction_static": {"value": b.mem_fraction_static, "source": b.mfs_source},
             "sglang_defaults": None if self.resolved is None else dict(describe(self.resolved)),

@@ -55,6 +55,10 @@ def render_table(d: dict) -> str:
                      f"full-attention layers, {mamba['per_request_bytes'] / (1 << 20):.2f} MiB/request "
                      f"(conv {mamba['conv_dtype']}, ssm {mamba['ssm_dtype']}), {ratio}: {mamba['slots']:,} slots")
     lines += ["", f"verdict: {d['verdict']}"]
+    if d.get("weights_estimated") and d["verdict"] in ("kv_pool_oom", "weights_dont_fit"):
+        lines.append("  the checkpoint's size is estimated from its config (no index or safetensors headers found): "
+                     "a warning, not a block; put the checkpoint (or its model.safetensors.index.json) where "
+                     "--model-path points to make it exact")
     if d.get("sglang_error"):
         lines.append(f"  SGLang would fail with: {d['sglang_error']}")
     if d.get("fix"):

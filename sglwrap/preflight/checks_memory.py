@@ -40,7 +40,9 @@ def check_memory(ctx: Context) -> Verdict:
                   f"{mfs['value']} ({mfs['source']}); weights {doc['weights_bytes_per_rank'] / 2**30:.1f} GiB/rank")
     if plan.verdict in _BLOCKING:
         status = Status.WARN if ctx.force or not plan.blocks_launch else Status.BLOCK
-        return Verdict("memory", status, f"{plan.verdict}: SGLang would fail with: {res.sglang_error}",
+        estimated = (" (the checkpoint's size is estimated from its config: no index or safetensors headers "
+                     "found, so this warns instead of blocking)") if plan.weights_estimated else ""
+        return Verdict("memory", status, f"{plan.verdict}: SGLang would fail with: {res.sglang_error}{estimated}",
                        res.fix or "", detail=doc)
     if plan.verdict == "graph_oom_risk":
         return Verdict("memory", Status.WARN, f"graph_oom_risk: {facts_used}", res.fix or "", detail=doc)

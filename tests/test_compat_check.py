@@ -29,7 +29,7 @@ def compat(f: HostFacts, *argv: str, profile: str | None = "baseline", force: bo
 
 
 def test_default_path_crash_is_downgraded_under_baseline_and_recorded() -> None:
-    r, v = compat(facts("8xB200"), "--tp-size", "8")
+    r, v = compat(facts("8xB200", sglang="0.5.23"), "--tp-size", "8")
     assert v.status is Status.DOWNGRADE and "[auto-fusion-b200-tp8-rendezvous-hang]" in v.reason
     assert r.verdict == "downgraded"
     assert r.profile is not None and r.profile.features["flashinfer_allreduce_fusion"] == "off"
@@ -437,3 +437,12 @@ def test_server_args_refusals_read_from_the_0_4_and_0_5_sources() -> None:
     spec = (*mla, "--speculative-algorithm", "EAGLE")
     assert "[trtllm-mla-speculative-refused-0.4.10.post1]" in _run("8xB200", "0.4.10.post2", *spec).reason
     assert "trtllm-mla-speculative" not in _run("8xB200", "0.5.1", *spec).reason
+
+
+def test_a_release_nobody_named_is_a_guess_so_its_entries_only_warn() -> None:
+    """Nothing installed, no --assume-stack sglang: the newest bundled release is planned, but a block or downgrade
+    that rests on it would rest on a guess; the entry warns and the verdict says which fact was unknown."""
+    r, v = compat(facts("8xB200"), "--tp-size", "8")
+    assert v.status is Status.WARN and "[auto-fusion-b200-tp8-rendezvous-hang]" in v.reason
+    assert "not known here: which SGLang release" in v.reason and r.verdict == "ok"
+    assert "which SGLang release" in r.headline

@@ -213,7 +213,7 @@ def test_a_downgrade_lands_in_the_launch_argv_and_manifest(corpus_env: None, mon
     from sglwrap.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    argv = ["launch", "--dry-run", "--profile", "baseline", "--assume", "8xB200", "--",
+    argv = ["launch", "--dry-run", "--profile", "baseline", "--assume", "8xB200", "--assume-stack", "sglang=0.5.23", "--",
             "--model-path", "openai/gpt-oss-20b", "--tp-size", "8"]
     with redirect_stdout(out), redirect_stderr(err):
         code = main(argv)

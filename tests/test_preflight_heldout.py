@@ -1,7 +1,7 @@
 """The held-out figure: how the knowledge base scored each batch of public cases before any rule was written for it
 (what users get on reports nobody here has read), next to how the same cases score now (tuned).
 
-Old batches carry their recorded figures (``tests/corpus/preflight/held_out.yaml``); a case of a newer batch carries
+Old batches carry their recorded figures (``tests/corpus/preflight_held_out.yaml``); a case of a newer batch carries
 ``first_verdict: "<verdict> [ids]"`` written when it was collected. The figures go to the terminal summary.
 """
 
@@ -48,7 +48,7 @@ def _cases() -> list[dict[str, Any]]:
 
 def held_out_figures() -> dict[str, tuple[int, int]]:
     """``{"failures": (caught before, n), "working": (blocked before, n)}`` over every held-out batch."""
-    doc = yaml.safe_load((CORPUS / "held_out.yaml").read_text())
+    doc = yaml.safe_load((CORPUS.parent / "preflight_held_out.yaml").read_text())
     fc = sum(b["failures_caught"] for b in doc["recorded"])
     fn = sum(b["failures"] for b in doc["recorded"])
     wb = sum(b["working_blocked"] for b in doc["recorded"])

@@ -384,3 +384,14 @@ def test_a_draft_model_the_release_does_not_register(tmp_path: Path) -> None:
     v = run(["--model-path", "Qwen3-8B", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
              ok])["speculative"]
     assert v.status is Status.PASS
+
+
+def test_a_config_without_a_context_length_is_not_read_as_2048(tmp_path: Path) -> None:
+    """gemma-3-4b-it's config.json has no max_position_embeddings in text_config (transformers fills 131072):
+    --context-length 32768 must not be blocked against a guessed 2048 (a working L40S setup was)."""
+    path = write_config(tmp_path, "gemma", architectures=["Gemma3ForConditionalGeneration"], model_type="gemma3",
+                        text_config={"model_type": "gemma3_text", "hidden_size": 2560, "num_hidden_layers": 34,
+                                     "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                                     "intermediate_size": 10240, "vocab_size": 262208})
+    v = run(["--model-path", path, "--context-length", "32768"])["context-length"]
+    assert v.status is Status.WARN and "names no context length" in v.reason

@@ -15,7 +15,7 @@ from sglwrap import launch as L
 from sglwrap import multinode
 from sglwrap.errors import ConfigError, UsageError
 from sglwrap.inject import planned_run_dir, run_dir_for
-from sglwrap.sglang.cmdline import SglangCmdline, parse_cmdline
+from sglwrap.sglang.cmdline import SglangCmdline, read_cmdline
 from sglwrap.sglang.flags import FlagTable, table_for, target_release
 from sglwrap.sglang.release import TargetRelease, target_python
 
@@ -115,7 +115,7 @@ def run(opts: L.LaunchOptions) -> int:
     if not opts.dry_run and release.source == "assumed" and release.installed != release.version:
         raise UsageError(f"launch: --assume-stack sglang={release.text} describes another machine; a real launch "
                          f"runs the installed SGLang ({release.installed or 'none'}); use it with --dry-run")
-    cmd = parse_cmdline(opts.sglang_args, table, require_model=True)
+    release, cmd = read_cmdline(opts.sglang_args, release, table, require_model=True)
     # --- multi-node --- (node rank from --node-rank, else Slurm / LeaderWorkerSet / SkyPilot; sglwrap.multinode)
     placement = multinode.place(cmd, environ)
     if placement.added:

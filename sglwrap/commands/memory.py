@@ -102,11 +102,12 @@ def _cmdline(opts: MemoryOptions) -> tuple[Any, str]:
     """The user's SGLang args read as the target release reads them (64 for what SGLang would refuse), and that
     release's version: its defaults are planned with even when the nearest bundled flag table is another release's."""
     from sglwrap.host.probe import assumed_sglang_version
-    from sglwrap.sglang.cmdline import parse_cmdline
+    from sglwrap.sglang.cmdline import read_cmdline
     from sglwrap.sglang.flags import table_for, target_release
 
     release = target_release(None, assumed_sglang_version(opts.assume_stack))
-    return parse_cmdline(opts.sglang_args, table_for(release), require_model=True), release.text
+    release, cmd = read_cmdline(opts.sglang_args, release, table_for(release), require_model=True)
+    return cmd, release.text
 
 
 def _profile(name: str | None) -> tuple[dict[str, str], dict[str, object]]:

@@ -89,14 +89,15 @@ def _preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any,
     from sglwrap.host.probe import assumed_sglang_version, gather_facts
     from sglwrap.preflight import run_preflight
     from sglwrap.profiles import load_profile
-    from sglwrap.sglang.cmdline import parse_cmdline
+    from sglwrap.sglang.cmdline import read_cmdline
     from sglwrap.sglang.flags import table_for, target_release
     from sglwrap.sglang.release import target_python
 
     t0 = time.monotonic()
     python = target_python(dict(environ))
     release = target_release(python, assumed_sglang_version(opts.assume_stack), dict(environ))
-    cmd = parse_cmdline(opts.sglang_args, table_for(release, dict(environ)))  # SGLang would refuse it: exit 64
+    # SGLang would refuse it: exit 64 (a guessed release's refusal reads the argv as the newest that takes it)
+    release, cmd = read_cmdline(opts.sglang_args, release, table_for(release, dict(environ)))
     name = opts.profile or environ.get("SGLWRAP_PROFILE") or "baseline"
     profile = load_profile(name, environ)
     facts = gather_facts(opts.assume, opts.assume_stack, python=python, environ=environ)

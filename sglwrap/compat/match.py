@@ -405,6 +405,7 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
     ap = dict(entry.applies)
     gpus = used_gpus(ctx)
     said: list[str] = []
+    unknown: list[str] = []
     gpu_keys = {"cc", "cc_min", "cc_max", "cc_not", "gpu_name"}
     hit_gpus = gpus
     if gpu_keys & set(ap):
@@ -421,11 +422,12 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         ver = package_version(ctx, name)
         if not version_ok(ver, spec):
             return None
+        if name == "sglang" and name not in ctx.stack.packages:  # no SGLang installed or named: a guess
+            unknown.append(f"which SGLang release (none installed or named; planned as {ver})")
         said.append(f"{name} {ver}")
     for name, spec in (ap.get("not_packages") or {}).items():
         if version_ok(package_version(ctx, name), spec):
             return None  # a known version the entry does not concern (unknown: the release's own pin stands)
-    unknown: list[str] = []
     for name in ap.get("from_index") or ():
         origin = (ctx.facts.binaries.get("origins") or {}).get(name)
         if origin in ("local", "vcs"):
@@ -506,6 +508,8 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
             return None
         said.append("checkpoint quantization unknown (no config.json)" if quant == "unknown"
                     else f"checkpoint quantization {quant}")
+        if quant == "unknown" and entry.severity == "block":  # the name is all there is: no block on a guess
+            unknown.append("the checkpoint's quantization (no config.json found)")
     if "checkpoint_unquantized" in ap:
         pattern = re.compile(str(ap["checkpoint_unquantized"]), re.I)
         kept = [m for m in unquantized_modules(model_config(ctx)) if pattern.search(m)]

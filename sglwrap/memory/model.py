@@ -155,6 +155,12 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
 _PER_LAYER_ROPE_TYPES = frozenset({"gemma3_text"})
 
 
+def names_context_length(tc: dict[str, Any]) -> bool:
+    """Whether the (text) config states a context length itself; without one, transformers fills its model class's
+    default, which the raw config.json does not show."""
+    return any(tc.get(key) is not None for key in _CONTEXT_KEYS)
+
+
 def context_length(tc: dict[str, Any]) -> int:
     """SGLang's ``get_context_length``: the first length key, times a rope factor unless llama3/original set."""
     rope = tc.get("rope_scaling") or {}

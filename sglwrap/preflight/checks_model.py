@@ -529,11 +529,16 @@ def check_context_length(ctx: Context) -> Verdict:
     if isinstance(mf, str):
         return Verdict(cid, Status.SKIP, mf)
     want = int(ctx.args.get("context_length"))
-    from sglwrap.memory.model import context_length
+    from sglwrap.memory.model import context_length, names_context_length
 
     derived = context_length(mf.text_config)
     if want <= derived:
         return Verdict(cid, Status.PASS, f"--context-length {want} <= the derived context_length {derived}")
+    if not names_context_length(mf.text_config):
+        # transformers fills the model class's own default (Gemma3TextConfig: 131072), which config.json does not say
+        return Verdict(cid, Status.WARN, f"config.json ({mf.source}) names no context length, so the one SGLang "
+                       f"derives (the model class's default in transformers) is not known here; --context-length "
+                       f"{want} is checked by SGLang at start", "none needed if the model supports this length")
     version = target_version(ctx)
     default = context_override_default(version)
     msg = f"User-specified context_length ({want}) is greater than the derived context_length ({derived})"

@@ -12,6 +12,7 @@ Every stage of sglwrap takes the resulting ``SglangCmdline``; nothing else reads
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,7 @@ from typing import Any, NoReturn
 
 from sglwrap.errors import UsageError
 from sglwrap.sglang.flags import FlagInfo, FlagTable
+from sglwrap.sglang.release import TargetRelease
 
 # Destinations whose names changed between releases, normalised to today's (0.5.2/0.5.9 used the long names).
 CANONICAL_DEST = {"tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size",
@@ -300,6 +302,35 @@ def parse_cmdline(argv: Sequence[str], table: FlagTable, *, require_model: bool 
     return SglangCmdline(argv=argv, table=table, given_values=given, config_path=config_path,
                          config_dests=config_dests, abbreviations=tuple(_abbreviations(argv, table)),
                          unchecked=tuple(extras), _defaults=defaults)
+
+
+def read_cmdline(argv: Sequence[str], release: TargetRelease, table: FlagTable, *,
+                 require_model: bool = False) -> tuple[TargetRelease, SglangCmdline]:
+    """Parse ``argv`` for ``release``. When SGLang is neither installed nor named, the newest bundled release is a
+    guess, and its refusal (an option it dropped, such as --cuda-graph-max-bs from 0.5.20) is no fact about the
+    user's SGLang: the plan then reads the command line as the newest bundled release that takes it, and says so.
+    A command line no release takes is refused with the first error."""
+    try:
+        return release, parse_cmdline(argv, table, require_model=require_model)
+    except UsageError as first:
+        if release.source != "bundled-newest":
+            raise
+        from packaging.version import Version
+
+        from sglwrap.sglang.flags import bundled_table, bundled_versions
+
+        for version in sorted((Version(v) for v in bundled_versions()), reverse=True):
+            if version >= release.version:
+                continue
+            try:
+                cmd = parse_cmdline(argv, bundled_table(str(version)), require_model=require_model)
+            except UsageError:
+                continue
+            why = (f"SGLang is not installed for {release.python} and no release was named; {release.text} would "
+                   f"refuse this command line ({first.message}), so the plan reads it as {version}, the newest "
+                   "release that takes it; pass --assume-stack sglang=VERSION to plan for another")
+            return dataclasses.replace(release, version=version, source="bundled-fitted", why=why), cmd
+        raise
 
 
 SIZE_DESTS = ("tp_size", "pp_size", "dp_size", "ep_size", "nnodes", "attn_dp_size")

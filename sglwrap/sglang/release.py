@@ -31,7 +31,7 @@ class TargetRelease:
     """The SGLang release sglwrap plans for, and why."""
 
     version: Version
-    source: str  # "assumed" | "installed" | "bundled-newest"
+    source: str  # "assumed" | "installed" | "bundled-newest" | "bundled-fitted" (the newest taking the argv)
     why: str
     python: str
     installed: Version | None  # what the target interpreter really has (None: SGLang not installed there)

@@ -296,7 +296,7 @@ def test_lmcache_and_sm75_rules_by_release() -> None:
     assert "lmcache-committed-kv" not in _run("1xA100", "0.5.6", *lm).reason
     assert "lmcache-committed-kv" not in _run("1xA100", "0.5.5", *lm).reason
     v = _run("1xT4", "0.5.10", "--model-path", "Qwen/Qwen3-0.6B")
-    assert v.status is Status.WARN and "[sglang-sm80-plus-kernels]" in v.reason  # reports, no switch: warns
+    assert v.status is Status.BLOCK and "[sglang-sm80-plus-kernels]" in v.reason
     assert "sglang-sm80-plus" not in _run("1xA10", "0.5.10", "--model-path", "Qwen/Qwen3-0.6B").reason
 
 

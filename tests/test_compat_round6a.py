@@ -54,7 +54,7 @@ DSV4 = ("--model-path", "deepseek-ai/DeepSeek-V4-Flash", "--trust-remote-code", 
 
 def test_dsv4_dspark_on_sm12x_only_before_flashinfer_0_6_18() -> None:
     v = _run("2xRTX-PRO-6000", "0.5.16", *DSV4, "--speculative-algorithm", "DSPARK")
-    assert v.status is Status.WARN and "[dsv4-dspark-sm12x-topk192]" in v.reason  # one report: warns
+    assert v.status is Status.BLOCK and "[dsv4-dspark-sm12x-topk192]" in v.reason
     assert "deepgemm" not in v.reason  # 0.5.16 turns the DeepGEMM DeepSeek-V4 paths off on SM120 by itself
     assert not _fires("dsv4-dspark-sm12x-topk192", "2xRTX-PRO-6000", "0.5.19", *DSV4, "--speculative-algorithm", "DSPARK")
     assert not _fires("dsv4-dspark-sm12x-topk192", "2xB200", "0.5.16", *DSV4, "--speculative-algorithm", "DSPARK")

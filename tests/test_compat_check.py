@@ -42,16 +42,24 @@ def test_the_users_own_switch_means_no_downgrade() -> None:
 
 
 def test_an_env_downgrade_becomes_a_forced_worker_variable() -> None:
-    f = facts("2xRTX-PRO-6000", nccl="2.30.4")
-    r, v = compat(f, "--tp-size", "2")
-    assert v.status is Status.DOWNGRADE and "[nccl-2.30.4-sm120-p2p-hang]" in v.reason
-    env = r.profile.env["NCCL_P2P_DISABLE"]  # type: ignore[union-attr]
-    assert env.value == "1" and env.force
+    f = facts("4xH200", **{"nvidia-caps": "no"})
+    r, v = compat(f, "--tp-size", "4", "--enable-nccl-nvls")
+    assert v.status is Status.DOWNGRADE and "[nccl-nvls-no-multicast-device]" in v.reason
+    env = r.profile.env["NCCL_NVLS_ENABLE"]  # type: ignore[union-attr]
+    assert env.value == "0" and env.force
 
 
 def test_the_users_own_variable_already_avoids_it() -> None:
-    _, v = compat(facts("2xRTX-PRO-6000", nccl="2.30.4"), "--tp-size", "2", environ={"NCCL_P2P_DISABLE": "1"})
+    _, v = compat(facts("4xH200", **{"nvidia-caps": "no"}), "--tp-size", "4", "--enable-nccl-nvls",
+                  environ={"NCCL_NVLS_ENABLE": "0"})
     assert v.status is Status.PASS
+
+
+def test_a_one_report_entry_only_warns() -> None:
+    """nccl-2.30.4-sm120-p2p-hang rests on one report: it names the switch but changes nothing."""
+    r, v = compat(facts("2xRTX-PRO-6000", nccl="2.30.4"), "--tp-size", "2")
+    assert v.status is Status.WARN and "[nccl-2.30.4-sm120-p2p-hang]" in v.reason
+    assert r.profile is not None and "NCCL_P2P_DISABLE" not in r.profile.env
 
 
 def test_the_users_own_flag_for_a_broken_path_blocks_and_force_only_warns() -> None:

@@ -67,7 +67,7 @@ def test_same_flag_on_a_gpu_it_supports_passes() -> None:
 
 
 def test_every_matching_entry_is_named() -> None:
-    _, v = compat(facts("8xL20"), "--tp-size", "8", "--moe-a2a-backend", "deepep", "--deepep-mode", "normal")
+    _, v = compat(facts("8xL20"), "--tp-size", "8", "--moe-a2a-backend", "deepep", "--deepep-mode", "auto")
     assert "[deepep-normal-needs-nvlink]" in v.reason and "[deepep-needs-deepgemm-arch]" in v.reason
     assert set(v.detail["entries"]) >= {"deepep-normal-needs-nvlink", "deepep-needs-deepgemm-arch"}
 

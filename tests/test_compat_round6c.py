@@ -203,10 +203,10 @@ def test_page_size_on_hybrid_gdn_outside(monkeypatch: pytest.MonkeyPatch, releas
     assert _status(r, PAGE) is None
 
 
-def test_speculative_with_torch_native_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_speculative_with_torch_native_warned(monkeypatch: pytest.MonkeyPatch) -> None:
     flags = ["--model-path", "Qwen/Qwen2.5-0.5B-Instruct", "--speculative-algorithm", "NGRAM"]
     r = _run(monkeypatch, "1xH100", {"sglang": "0.5.18"}, [*flags, "--attention-backend", "torch_native"])
-    assert _status(r, "torch-native-speculative-crash") == "block"
+    assert _status(r, "torch-native-speculative-crash") == "warn"  # one report: a warning
     other = _run(monkeypatch, "1xH100", {"sglang": "0.5.18"}, [*flags, "--attention-backend", "triton"])
     assert _status(other, "torch-native-speculative-crash") is None
     plain = _run(monkeypatch, "1xH100", {"sglang": "0.5.18"},

@@ -60,6 +60,8 @@ def test_rendered_file_is_valid_knowledge_base_data() -> None:
     assert ids == ["pp-unsupported-model-until-0.5.10", "pp-unsupported-model"]
     for e in doc["entries"]:
         assert validate_entry(e, "model-parallel.yaml") == []
+        # a block needs the release's own code behind it: the assertion's file and line
+        assert e["evidence"] == "source" and "model_runner.py:" in e["evidence_ref"]
     assert doc["entries"][0]["applies"]["packages"] == {"sglang": ">=0.4.6.post2,<0.5.10"}
     assert doc["entries"][1]["applies"]["packages"] == {"sglang": ">=0.4.6.post2"}
 

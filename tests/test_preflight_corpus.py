@@ -213,11 +213,11 @@ def test_a_downgrade_lands_in_the_launch_argv_and_manifest(corpus_env: None, mon
     from sglwrap.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    argv = ["launch", "--dry-run", "--profile", "baseline", "--assume", "8xB200", "--assume-stack", "sglang=0.5.23", "--",
-            "--model-path", "openai/gpt-oss-20b", "--tp-size", "8"]
+    argv = ["launch", "--dry-run", "--profile", "baseline", "--assume", "2xRTX-4090", "--assume-stack",
+            "sglang=0.4.4.post1", "--", "--model-path", "Qwen/Qwen2.5-0.5B-Instruct", "--tp-size", "2"]
     with redirect_stdout(out), redirect_stderr(err):
         code = main(argv)
     text = out.getvalue() + err.getvalue()
     assert code == 0, text[-3000:]
-    assert "--enforce-disable-flashinfer-allreduce-fusion" in text
-    assert "auto-fusion-b200-tp8-rendezvous-hang" in text
+    assert "--disable-custom-all-reduce" in text
+    assert "custom-ar-geforce-peer-access" in text

@@ -37,6 +37,12 @@ SOURCES = (
     "https://github.com/sgl-project/sglang/issues/18433",
 )
 CONSEQUENCE = "AssertionError: Pipeline Parallel is not compatible with this model."
+# the release's own code decides it (kb.STRONGEST: source may block)
+EVIDENCE = "source"
+EVIDENCE_REF = ("sglang 0.5.23 python/sglang/srt/model_executor/model_runner.py:515 asserts support_pp with pp_size > 1 "
+                "('Pipeline Parallel is not compatible with this model.', since 0.5.6: 0.5.9 model_runner.py:427); "
+                "before 0.5.6 a non-last stage of such a class returns the model's output where PPProxyTensors are "
+                "expected (0.4.8 python/sglang/srt/managers/tp_worker.py:231 pp_proxy_tensors.tensors)")
 
 
 def _pkey(version: str) -> Any:
@@ -176,7 +182,8 @@ def render(groups: dict[str | None, list[str]], first: str, releases: list[str])
         entries.append({"id": eid, "title": title,
                         "applies": {"args": {"pp_size": {"gt": 1}}, "packages": {"sglang": spec},
                                     "arch": groups[bound]},
-                        "consequence": CONSEQUENCE, "severity": "block", "fix": fix, "sources": list(SOURCES),
+                        "consequence": CONSEQUENCE, "severity": "block", "evidence": EVIDENCE,
+                        "evidence_ref": EVIDENCE_REF, "fix": fix, "sources": list(SOURCES),
                         "checked": CHECKED})
     body = yaml.safe_dump({"entries": entries}, sort_keys=False, width=120, default_flow_style=False)
     return "\n".join(lines[:-1]) + "\n" + body

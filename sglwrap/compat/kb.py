@@ -130,8 +130,7 @@ def validate_entry(raw: Any, where: str) -> list[str]:
                     err(f"downgrade.sglang {name!r} is not a profile setting")
     if raw.get("severity") == "downgrade" and not down:
         err("severity downgrade needs a downgrade action")
-    if "evidence" in raw:  # test_compat_kb requires it on every entry
-        _check_evidence(raw, err)
+    _check_evidence(raw, err)
     return bad
 
 
@@ -226,10 +225,18 @@ def load(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None, *,
                          consequence=raw["consequence"].strip(), severity=raw["severity"], fix=raw["fix"].strip(),
                          sources=tuple(raw["sources"]), checked=raw["checked"],
                          downgrade=raw.get("downgrade") or {}, notes=str(raw.get("notes") or ""),
-                         evidence=str(raw.get("evidence") or "single"), evidence_ref=str(raw.get("evidence_ref") or "")))
+                         evidence=str(raw["evidence"]), evidence_ref=str(raw.get("evidence_ref") or "")))
     if strict and problems:
         raise KnowledgeError("\n".join(problems))
     return tuple(out)
+
+
+def problems(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The schema problems of the entries ``load`` leaves out (one line each; empty when every entry is valid)."""
+    out: list[str] = []
+    for raw in raw_entries(data_dir, environ if environ is not None else os.environ):
+        out += list(raw["_problems"]) if isinstance(raw, dict) else ["a knowledge-base entry is not a mapping"]
+    return out
 
 
 def by_id(entries: tuple[Entry, ...]) -> dict[str, Entry]:

@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sglwrap.compat.kb import Entry, load
+from sglwrap.compat.kb import Entry, load, problems
 from sglwrap.compat.match import Match, matches
 from sglwrap.preflight.model import SEVERITY, Context, FeatureChange, Status, Verdict
 
 CHECK_ID = "compat"
 _ENTRIES: tuple[Entry, ...] | None = None
+_LEFT_OUT: list[str] | None = None
 # Entries another check reports (with the entry id in its reason), so the compat check does not say them twice.
 OWNED_ELSEWHERE = {"torch-missing-arch": "torch-arch", "driver-too-old-cuda13-torch": "cuda-driver",
                    "flashinfer-cubin-mismatch-raises": "flashinfer-cubin",
@@ -36,6 +37,14 @@ def entries() -> tuple[Entry, ...]:
     if _ENTRIES is None:
         _ENTRIES = load()
     return _ENTRIES
+
+
+def left_out() -> list[str]:
+    """Schema problems of the entries ``entries()`` had to leave out (empty for the bundled data)."""
+    global _LEFT_OUT
+    if _LEFT_OUT is None:
+        _LEFT_OUT = problems()
+    return _LEFT_OUT
 
 
 def downgrade_changes(entry: Entry, why: str) -> tuple[FeatureChange, ...]:
@@ -103,6 +112,11 @@ def check_compat(ctx: Context) -> Verdict:
         return Verdict(CHECK_ID, Status.SKIP, "no GPU facts to compare the knowledge base with")
     pairs: list[tuple[str, Verdict]] = []
     unknown: dict[str, list[str]] = {}
+    broken = left_out()
+    if broken:  # fail visibly: an entry the schema refuses is not silently "no entry applies"
+        pairs.append(("knowledge-base", Verdict(CHECK_ID, Status.WARN, f"{len(broken)} knowledge-base entries "
+                                                f"could not be read and were left out: {'; '.join(broken[:3])}",
+                                                "report this as a bug of sglwrap (its bundled data is broken)")))
     for e in entries():
         if e.id in OWNED_ELSEWHERE:
             continue

@@ -142,8 +142,10 @@ AWQ = "quant-awq-gptq-needs-vllm"
 
 @pytest.mark.parametrize("release", ["0.4.4.post3", "0.4.6.post5", "0.4.10.post2"])
 def test_awq_without_vllm_blocked_in_range(monkeypatch: pytest.MonkeyPatch, release: str) -> None:
-    r = _run(monkeypatch, "1xH100", {"sglang": release}, ["--model-path", "Qwen/Qwen2.5-7B-Instruct-AWQ"])
+    r = _run(monkeypatch, "1xH100", {"sglang": release, "vllm": "none"}, ["--model-path", "Qwen/Qwen2.5-7B-Instruct-AWQ"])
     assert _status(r, AWQ) == "block"
+    unknown = _run(monkeypatch, "1xH100", {"sglang": release}, ["--model-path", "Qwen/Qwen2.5-7B-Instruct-AWQ"])
+    assert _status(unknown, AWQ) == "warn"  # whether vllm is installed is not known: no block on it
 
 
 @pytest.mark.parametrize(("stack", "model"), [
@@ -158,7 +160,8 @@ def test_awq_without_vllm_outside(monkeypatch: pytest.MonkeyPatch, stack: dict[s
 
 
 def test_awq_flag_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
-    r = _run(monkeypatch, "1xH100", {"sglang": "0.4.8"}, ["--model-path", "/models/mine", "--quantization", "awq"])
+    r = _run(monkeypatch, "1xH100", {"sglang": "0.4.8", "vllm": "none"}, ["--model-path", "/models/mine",
+                                                                         "--quantization", "awq"])
     assert _status(r, "quant-awq-gptq-flag-needs-vllm") == "block"
     moe = _run(monkeypatch, "1xH100", {"sglang": "0.4.8"}, ["--model-path", "/models/mine-AWQ",
                                                             "--quantization", "moe_wna16"])
@@ -167,16 +170,17 @@ def test_awq_flag_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_gguf_without_vllm_until_0_5_4_post2(monkeypatch: pytest.MonkeyPatch) -> None:
     flags = ["--model-path", "/models/x.gguf", "--quantization", "gguf"]
-    assert _status(_run(monkeypatch, "1xA100", {"sglang": "0.5.4"}, flags), "quant-gguf-needs-vllm") == "block"
+    assert _status(_run(monkeypatch, "1xA100", {"sglang": "0.5.4", "vllm": "none"}, flags),
+                   "quant-gguf-needs-vllm") == "block"
     assert _status(_run(monkeypatch, "1xA100", {"sglang": "0.5.4.post2"}, flags), "quant-gguf-needs-vllm") is None
-    file_only = _run(monkeypatch, "1xA100", {"sglang": "0.4.9"}, ["--model-path", "/models/x.gguf"])
+    file_only = _run(monkeypatch, "1xA100", {"sglang": "0.4.9", "vllm": "none"}, ["--model-path", "/models/x.gguf"])
     assert _status(file_only, "quant-gguf-file-needs-vllm") == "block"
 
 
 def test_wna16_without_vllm_0_5_1_to_0_5_3(monkeypatch: pytest.MonkeyPatch) -> None:
     flags = ["--model-path", "RedHatAI/Qwen3-8B-quantized.w4a16"]
     entry = "compressed-tensors-wna16-needs-vllm"
-    assert _status(_run(monkeypatch, "1xL40S", {"sglang": "0.5.3.post3"}, flags), entry) == "block"
+    assert _status(_run(monkeypatch, "1xL40S", {"sglang": "0.5.3.post3", "vllm": "none"}, flags), entry) == "block"
     assert _status(_run(monkeypatch, "1xL40S", {"sglang": "0.5.4"}, flags), entry) is None
     assert _status(_run(monkeypatch, "1xL40S", {"sglang": "0.5.2", "vllm": "0.10.1"}, flags), entry) is None
 
@@ -231,12 +235,13 @@ def test_split_backends_on_hybrid_gdn_only_in_0_5_9(monkeypatch: pytest.MonkeyPa
 
 def test_bitsandbytes_and_rare_vllm_methods_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
     bnb = ["--model-path", "unsloth/Qwen3-14B-unsloth-bnb-4bit", "--quantization", "bitsandbytes"]
-    assert _status(_run(monkeypatch, "1xH100", {"sglang": "0.4.6.post5"}, bnb), "quant-gguf-needs-vllm") == "block"
+    assert _status(_run(monkeypatch, "1xH100", {"sglang": "0.4.6.post5", "vllm": "none"}, bnb),
+                   "quant-gguf-needs-vllm") == "block"
     with_vllm = _run(monkeypatch, "1xH100", {"sglang": "0.4.6.post5", "vllm": "0.8.4"}, bnb)
     assert _status(with_vllm, "quant-gguf-needs-vllm") is None
     marlin = ["--model-path", "/models/mine", "--quantization", "marlin"]
     entry = "quant-marlin-flag-needs-vllm-0.5"
-    assert _status(_run(monkeypatch, "1xH100", {"sglang": "0.5.3"}, marlin), entry) == "block"
+    assert _status(_run(monkeypatch, "1xH100", {"sglang": "0.5.3", "vllm": "none"}, marlin), entry) == "block"
     assert _status(_run(monkeypatch, "1xH100", {"sglang": "0.5.4.post2"}, marlin), entry) is None
     assert _status(_run(monkeypatch, "1xH100", {"sglang": "0.5.1"}, ["--model-path", "/models/m", "--quantization",
                                                                        "gptq"]), entry) is None

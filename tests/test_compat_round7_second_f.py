@@ -86,7 +86,7 @@ def test_fusion_hybrid_backend_and_auto_edges() -> None:
 
 def test_prefill_per_rank_over_schema() -> None:
     base = {"id": "x", "title": "t", "consequence": "c", "severity": "warn", "fix": "f",
-            "sources": ["https://example.org/a"], "checked": "2026-12-02"}
+            "sources": ["https://example.org/a"], "checked": "2026-12-02", "evidence": "single"}
     ok = {**base, "applies": {"prefill_per_rank_over": {"cap": 128, "env": "SGLANG_X"}}}
     assert validate_entry(ok, "w") == []
     for bad in ({"cap": "128"}, {"env": "SGLANG_X"}, {"cap": 128, "other": 1}, 128):

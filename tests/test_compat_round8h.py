@@ -40,8 +40,9 @@ def test_outlines_fsm_regex_from_0_1_13_until_0_4_0() -> None:
 def test_memory_saver_flag_without_the_package() -> None:
     e = "enable-memory-saver-without-torch-memory-saver"
     argv = (*LLAMA, "--enable-memory-saver")
-    v = _run("1xH100", "0.4.4.post3", *argv)
+    v = _run("1xH100", "0.4.4.post3", *argv, **{"torch-memory-saver": "none"})
     assert v.status is Status.BLOCK and f"[{e}]" in v.reason
+    assert _run("1xH100", "0.4.4.post3", *argv).status is Status.WARN  # not named: unknown, no block
     assert _fires(e, "1xH100", "0.5.2", *argv)
     assert not _fires(e, "1xH100", "0.4.4.post3", *argv, **{"torch-memory-saver": "0.0.4"})
     assert not _fires(e, "1xH100", "0.4.4.post3", *LLAMA)  # no flag
@@ -57,7 +58,9 @@ def test_glm5_family_needs_transformers_5_2() -> None:
     assert _fires(e, "8xH200", "0.5.9", "--model-path", "zai-org/GLM-5.1-FP8", "--tp-size", "8", transformers="5.1.0")
     assert _fires(e, "8xH200", "0.5.9", "--model-path", "/models/GLM5-FP8", "--tp-size", "8", transformers="4.57.1")
     assert not _fires(e, "8xH200", "0.5.9", *glm5, transformers="5.2.0")
-    assert not _fires(e, "8xH200", "0.5.9", *glm5)  # transformers version unknown: not judged
+    # transformers not named: 0.5.9 pins 4.57.1, but a GLM-5 user may have upgraded it, so the entry only warns
+    unnamed = _run("8xH200", "0.5.9", *glm5)
+    assert unnamed.status is Status.WARN and "transformers's version (the planned SGLang pins 4.57.1" in unnamed.reason
     # GLM-5.3-Flash is Glm5Next (another model type); GLM-4.5 is glm4_moe.
     assert not _fires(e, "1xB200", "0.5.20", "--model-path", "zai-org/GLM-5.3-Flash", transformers="4.57.1")
     assert not _fires(e, "8xH200", "0.5.9", "--model-path", "zai-org/GLM-4.5-FP8", "--tp-size", "8",

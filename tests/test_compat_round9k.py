@@ -60,5 +60,6 @@ def test_059_downgrades_to_trtllm() -> None:
 
 def test_not_packages_is_a_known_condition() -> None:
     raw = {"id": "x", "title": "t", "applies": {"not_packages": {"sgl-kernel": ">=0.4.2"}}, "consequence": "c",
-           "severity": "warn", "fix": "f", "sources": ["https://example.org"], "checked": "2026-12-02"}
+           "severity": "warn", "fix": "f", "sources": ["https://example.org"], "checked": "2026-12-02",
+           "evidence": "single"}
     assert validate_entry(raw, "t.yaml") == []

@@ -3,8 +3,8 @@
 For every release with a ``sglang-<version>.json`` beside it, ``pip install --dry-run --no-deps --report`` reads the
 release's ``Requires-Dist`` from the package index (the metadata only, no wheel), and this script keeps what
 ``pip install "sglang[all]"`` (the install command of the 0.2 - 0.4 docs; from 0.5 plain ``sglang`` brings the same
-runtime) would pull for Linux x86_64: the base requirements plus every requirement reachable from the ``all`` extra,
-self-references (``sglang[srt]``) followed. Markers are evaluated for CPython 3.12 on Linux x86_64.
+runtime) would pull for Linux x86_64: the base requirements, and apart what the ``all`` extra adds (self-references such as
+``sglang[srt]`` followed): a package only the extra brings is there or not depending on how SGLang was installed. Markers are evaluated for CPython 3.12 on Linux x86_64.
 
     python tools/gen_release_pins.py [--versions 0.5.9 ...]     # regenerate (network: the package index)
     python tools/gen_release_pins.py --check                    # the bundled file covers every bundled release
@@ -57,11 +57,19 @@ def _holds(req: Requirement, extra: str) -> bool:
     return Marker(str(req.marker)).evaluate({**ENV, "extra": extra})
 
 
-def installed_by_all(lines: list[str]) -> dict[str, str]:
-    """``{distribution: specifier}`` that ``sglang[all]`` installs ("" when any version will do)."""
+def installed_by(lines: list[str]) -> dict[str, dict[str, str]]:
+    """``{"base": {distribution: specifier}, "all": {...}}``: what ``pip install sglang`` installs, and what
+    ``sglang[all]`` adds to it ("" when any version will do)."""
+    base = _requirements(lines, [""])
+    extra = {k: v for k, v in _requirements(lines, ["", "all"]).items() if k not in base}
+    return {"base": base, "all": extra}
+
+
+def _requirements(lines: list[str], extras: list[str]) -> dict[str, str]:
+    """``{distribution: specifier}`` the requirements of ``extras`` reach (self-references followed)."""
     reqs = [Requirement(line) for line in lines]
     out: dict[str, str] = {}
-    todo, seen = ["", "all"], set()
+    todo, seen = list(extras), set()
     while todo:
         extra = todo.pop()
         if extra in seen:
@@ -85,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--versions", nargs="*")
     ap.add_argument("--check", action="store_true")
     ns = ap.parse_args(argv)
-    doc = json.loads(OUT.read_text()) if OUT.exists() else {"schema": 1, "releases": {}}
+    doc = json.loads(OUT.read_text()) if OUT.exists() else {"schema": 2, "releases": {}}
+    if doc.get("schema") != 2:
+        doc = {"schema": 2, "releases": {}}
     if ns.check:
         missing = [v for v in bundled_versions() if v not in doc["releases"]]
         if missing:
@@ -95,14 +105,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for version in ns.versions or bundled_versions():
         try:
-            doc["releases"][version] = installed_by_all(requires_dist(version))
+            doc["releases"][version] = installed_by(requires_dist(version))
         except subprocess.CalledProcessError as e:
             print(f"sglang=={version}: {e.stderr.decode()[-300:]}", file=sys.stderr)
             return 1
-        print(version, len(doc["releases"][version]), file=sys.stderr)
+        print(version, len(doc["releases"][version]["base"]), file=sys.stderr)
     doc["releases"] = dict(sorted(doc["releases"].items(), key=lambda kv: Version(kv[0])))
-    doc["source"] = ("Requires-Dist of each release on the package index, as `pip install sglang[all]` resolves "
-                     "them for CPython 3.12 on Linux x86_64 (tools/gen_release_pins.py)")
+    doc["schema"] = 2
+    doc["source"] = ("Requires-Dist of each release on the package index for CPython 3.12 on Linux x86_64: 'base' "
+                     "is what `pip install sglang` installs, 'all' what `sglang[all]` adds (tools/gen_release_pins.py)")
     tmp = OUT.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     tmp.replace(OUT)

@@ -424,6 +424,9 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
             return None
         if name == "sglang" and name not in ctx.stack.packages:  # no SGLang installed or named: a guess
             unknown.append(f"which SGLang release (none installed or named; planned as {ver})")
+        pinned = ((ctx.facts.probes or {}).get("release_pins") or {}).get("pinned") or {}
+        if name in pinned:  # what the release installs, not what the user has (GLM-5 users upgrade transformers)
+            unknown.append(f"{name}'s version (the planned SGLang pins {ver}; name it in --assume-stack)")
         said.append(f"{name} {ver}")
     for name, spec in (ap.get("not_packages") or {}).items():
         if version_ok(package_version(ctx, name), spec):
@@ -437,12 +440,12 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         else:
             unknown.append(f"where {name} was built (an index wheel, or a build for this torch)")
     for name in ap.get("absent") or ():
-        state = _absence(ctx, name)
-        if state == "present":
+        absence = _absence(ctx, name)
+        if absence == "present":
             return None
-        if state == "unknown":
+        if absence == "unknown":
             unknown.append(f"whether {name} is installed")
-        said.append(f"no {name}" if state == "absent" else f"{name} unknown")
+        said.append(f"no {name}" if absence == "absent" else f"{name} unknown")
     user: list[str] = []
     for dest, cond in (ap.get("args") or {}).items():
         val = ctx.args.get(dest)

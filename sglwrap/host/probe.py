@@ -298,8 +298,9 @@ _SAME_MODULE = {"flashinfer": "flashinfer-python", "flashinfer-python": "flashin
 
 
 def _add_release_pins(packages: dict[str, str], probes: dict[str, Any], overrides: Mapping[str, str]) -> None:
-    """What the assumed SGLang release installs, for the packages nobody named: an exact pin becomes the planned
-    version; any other requirement means installed in a version nobody knows (``probes["release_pins"]``)."""
+    """What the assumed SGLang release installs, for the packages nobody named: an exact pin of a plain install
+    becomes the planned version; any other of its requirements means installed in a version nobody knows; what only
+    ``sglang[all]`` adds is listed as ``extra`` (there or not, nobody knows) (``probes["release_pins"]``)."""
     from sglwrap.sglang.pins import exact_pin, release_requirements
 
     planned = release_requirements(overrides["sglang"])
@@ -308,7 +309,7 @@ def _add_release_pins(packages: dict[str, str], probes: dict[str, Any], override
     read, reqs = planned
     pinned: dict[str, str] = {}
     brought: dict[str, str] = {}
-    for name, spec in reqs.items():
+    for name, spec in reqs["base"].items():
         if name in overrides or name in packages or _SAME_MODULE.get(name, "") in overrides:
             continue  # named by the user (or what provides the same module), or installed here and kept
         version = exact_pin(spec)
@@ -316,4 +317,5 @@ def _add_release_pins(packages: dict[str, str], probes: dict[str, Any], override
             packages[name] = pinned[name] = version
         else:
             brought[name] = spec or "*"
-    probes["release_pins"] = {"release": read, "pinned": pinned, "brought": brought}
+    maybe = sorted(n for n in reqs["all"] if n not in overrides and n not in packages)
+    probes["release_pins"] = {"release": read, "pinned": pinned, "brought": brought, "extra": maybe}

@@ -2,8 +2,9 @@
 ``Requires-Dist`` by ``tools/gen_release_pins.py`` (``pip install "sglang[all]"`` on Linux x86_64).
 
 Planning with ``--assume-stack sglang=X`` uses it for the packages the user did not name: an exact pin (``==0.6.3``)
-gives their version, any other requirement says the package is there in a version nobody knows, and a package the
-release does not require is unknown (neither there nor absent).
+of a plain ``pip install sglang`` gives their version, any other of its requirements says the package is there in a
+version nobody knows; what only ``sglang[all]`` adds, and a package the release does not require at all, are unknown
+(neither there nor absent).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ PINS_FILE = Path(__file__).resolve().parent.parent / "data" / "sglang" / "pins.j
 
 
 @lru_cache(maxsize=1)
-def _releases() -> dict[str, dict[str, str]]:
+def _releases() -> dict[str, dict[str, dict[str, str]]]:
     try:
         doc = json.loads(PINS_FILE.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -29,13 +30,14 @@ def _releases() -> dict[str, dict[str, str]]:
     return releases if isinstance(releases, dict) else {}
 
 
-def release_requirements(version: str) -> tuple[str, dict[str, str]] | None:
-    """``(release read, {distribution: specifier})`` for the newest bundled release not newer than ``version``
-    (a post or pre release of a bundled one reads as it); None when no bundled release is that old."""
+def release_requirements(version: str) -> tuple[str, dict[str, dict[str, str]]] | None:
+    """``(release read, {"base": {distribution: specifier}, "all": {...}})`` for the newest bundled release not
+    newer than ``version`` (a post or pre release of a bundled one reads as it); None when no bundled release is that
+    old. ``base`` is what ``pip install sglang`` installs, ``all`` what the ``all`` extra adds."""
     want = versions.parse(version)
     if want is None:
         return None
-    best: tuple[Version, str, dict[str, str]] | None = None
+    best: tuple[Version, str, dict[str, dict[str, str]]] | None = None
     for name, reqs in _releases().items():
         have = versions.parse(name)
         if have is None:

@@ -56,3 +56,9 @@ def test_tilelang_fp8_kv_refusal_ends_where_0_5_22_accepts_it() -> None:
             "--dsa-decode-backend", "tilelang", "--dsa-prefill-backend", "tilelang", "--kv-cache-dtype", "fp8_e4m3")
     assert fires("attn-dsa-tilelang-fp8-kv-cuda", "8xH100", "0.5.21", *argv)
     assert not fires("attn-dsa-tilelang-fp8-kv-cuda", "8xH100", "0.5.22", *argv)
+
+
+def test_a_dense_distill_of_an_moe_family_is_dense() -> None:
+    distill = ("--model-path", "RedHatAI/DeepSeek-R1-Distill-Llama-70B-FP8-dynamic", "--tp-size", "4")
+    assert not fires("quant-fp8-e4m3-needs-sm89", "4xRTX-3090", "0.5.23", *distill)
+    assert fires("quant-fp8-dense-e4m3-needs-sm89-before-0.5.6", "4xRTX-3090", "0.4.7.post1", *distill)

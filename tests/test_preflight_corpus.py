@@ -199,10 +199,11 @@ def test_corpus_size_and_kinds() -> None:
         assert d.get("error") and d.get("fix"), d["id"]
 
 
-def test_the_issue_bar_holds_over_the_whole_corpus() -> None:
-    """At least 90% of all failures (k* and m*) are caught: every failure without ``missed:`` is held to its verdict
-    and entry by ``test_corpus_case``, so the unmarked share is the caught share."""
-    failures = [d for d in map(_load, FILES) if d.get("kind") == "failure"]
+def test_the_issue_bar_holds_over_the_tuned_corpus() -> None:
+    """At least 90% of the failures the rules were written for (k* and m* without ``first_verdict``) are caught:
+    every failure without ``missed:`` is held to its verdict and entry by ``test_corpus_case``, so the unmarked share
+    is the caught share. A held-out batch (``first_verdict``) is scored by test_preflight_heldout, before and after."""
+    failures = [d for d in map(_load, FILES) if d.get("kind") == "failure" and "first_verdict" not in d]
     missed = [d["id"] for d in failures if d.get("missed")]
     caught = len(failures) - len(missed)
     assert caught / len(failures) >= 0.9, f"{caught} of {len(failures)} caught; missed: {', '.join(missed)}"

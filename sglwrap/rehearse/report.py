@@ -67,12 +67,17 @@ def to_dict(reh: Rehearsal, run: RunResult, diag: Report, *, tail: Sequence[str]
         first = f"the first /generate request got {said} ({run.request_detail})"
         cause = f"{first}; {f.cause}" if f.error else first + "."
         fix = fix or "read the log around the request for the scheduler's traceback"
-    elif not passed and error is None and tail:
-        error = tail[-1]
+    elif not passed and error is None:
+        error = tail[-1] if tail else None
+        last = f"; its last line: {tail[-1]}" if tail else "; it printed nothing"
         if stage == "startup":
             cause = (f"SGLang exited ({describe_code(run.returncode)}) before its first startup line: an import or "
-                     f"argument error; its last line: {tail[-1]}")
+                     f"argument error{last}")
             fix = "read the log's last lines (below); install what is missing or correct the argument"
+        else:
+            cause = (f"SGLang exited ({describe_code(run.returncode)}) during {str(stage).replace('_', ' ')} "
+                     f"without an error line diagnose recognises{last}")
+            fix = "read the log's last lines (below) and the traceback above them"
     ranks = [{"rank": r.rank, "label": r.label, **{k: getattr(r, k) for k, _w, _u in MEASURES}}
              for r in diag.ranks]
     return {

@@ -42,10 +42,14 @@ def fingerprint_of(plan: L.LaunchPlan, cmd: SglangCmdline, environ: Mapping[str,
 
 def rehearse_plan(plan: L.LaunchPlan, cmd: SglangCmdline, environ: Mapping[str, str], *, assume: str | None,
                   layers: int | None = None, timeout_s: float | None = None, use_cache: bool = False,
-                  progress: Callable[[str], None] = lambda _t: None, grace_s: float = X.DEFAULT_GRACE_S) -> Outcome:
+                  progress: Callable[[str], None] = lambda _t: None, grace_s: float | None = None) -> Outcome:
     """Refuse what cannot be rehearsed, skip a fingerprint that passed (``use_cache``), else run the rehearsal,
     read its log with diagnose, record and return the verdict. Raises run.Interrupted on Ctrl-C/SIGTERM."""
     P.refuse(cmd, plan.facts, assume=assume)
+    if grace_s is None:  # the stop grace launch --notify uses, when set; a rehearsal's own default otherwise
+        from sglwrap.supervise import STOP_GRACE_VAR, stop_grace_from_env
+
+        grace_s = stop_grace_from_env(environ) if environ.get(STOP_GRACE_VAR) else X.DEFAULT_GRACE_S
     memory = plan.gates.get("memory") if isinstance(plan.gates.get("memory"), dict) else None
     reh = P.build(plan.argv, cmd, memory, layers=layers, timeout_s=timeout_s)  # bad --layers/--timeout: 64 first
     fp = fingerprint_of(plan, cmd, environ, layers)

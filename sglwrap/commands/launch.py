@@ -7,7 +7,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sglwrap import argsplit
@@ -116,9 +116,11 @@ class Planned:
     endpoint: Endpoint | None
 
 
-def plan_for(opts: L.LaunchOptions, environ: dict[str, str]) -> Planned:
+def plan_for(opts: L.LaunchOptions, environ: dict[str, str],
+             check: Callable[[SglangCmdline], None] | None = None) -> Planned:
     """Everything `launch` decides before it writes a file: the one planning path that `launch`,
-    `launch --rehearse` and `sglwrap rehearse` share."""
+    `launch --rehearse` and `sglwrap rehearse` share. ``check`` sees the final command line before the (slower)
+    preflight and may refuse it."""
     python = target_python(environ)
     release, table = _table(opts.assume_stack)
     if not opts.dry_run and release.source == "assumed" and release.installed != release.version:
@@ -131,6 +133,8 @@ def plan_for(opts: L.LaunchOptions, environ: dict[str, str]) -> Planned:
         cmd = cmd.with_args(placement.added)
     endpoint = _endpoint(cmd) if opts.notify else None
     # --- end multi-node ---
+    if check is not None:
+        check(cmd)
     # `sglang serve` where the release has it (0.5.10+), else python -m sglang.launch_server; tests substitute a module
     module = os.environ.get("SGLWRAP_SERVER_MODULE") or L.server_entry(release.version)
     if not opts.dry_run and "SGLWRAP_SERVER_MODULE" not in os.environ and release.installed is None:
@@ -161,7 +165,7 @@ def run(opts: L.LaunchOptions) -> int:
     if opts.rehearse and opts.assume:
         raise UsageError(f"launch: --rehearse runs SGLang on this machine's GPUs and --assume {opts.assume} plans "
                          "for others; drop one of them")
-    planned = plan_for(opts, environ)
+    planned = plan_for(opts, environ, check=_rehearsable if opts.rehearse else None)
     plan, placement, notes, endpoint = planned.plan, planned.placement, planned.notes, planned.endpoint
     log = get_logger()
     if opts.dry_run:
@@ -181,6 +185,12 @@ def run(opts: L.LaunchOptions) -> int:
         return _supervise(plan, L.exec_environment(plan, run_dir, environ), endpoint, environ)
     L.exec_plan(plan, L.exec_environment(plan, run_dir, environ))
     return 0  # unreachable: exec replaced the process
+
+
+def _rehearsable(cmd: SglangCmdline) -> None:
+    from sglwrap.rehearse.plan import refuse_early
+
+    refuse_early(cmd)
 
 
 def _rehearse_first(planned: Planned, environ: dict[str, str], log: Any) -> None:

@@ -111,7 +111,9 @@ def run(opts: RehearseOptions) -> int:
     L.require_user_args(opts.sglang_args)
     lopts = L.LaunchOptions(profile=opts.profile, sglang_args=opts.sglang_args, assume_stack=opts.assume_stack,
                             force=opts.force)
-    planned = plan_for(lopts, environ)
+    from sglwrap.rehearse.plan import refuse_early
+
+    planned = plan_for(lopts, environ, check=refuse_early)
     for w in (*planned.plan.warnings, *planned.notes):
         term.note(f"sglwrap: note: {w}")
     try:

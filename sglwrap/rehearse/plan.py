@@ -54,11 +54,21 @@ def refuse(cmd: SglangCmdline, facts: HostFacts | None, *, assume: str | None) -
     if assume is not None:
         raise UsageError(f"rehearse: --assume {assume} plans for GPUs that are not here, and a rehearsal runs SGLang "
                          "on this machine's GPUs; drop --assume (use `sglwrap launch --dry-run --assume` to plan)")
+    refuse_early(cmd)
+    refuse_gpus(cmd, facts)
+
+
+def refuse_early(cmd: SglangCmdline) -> None:
+    """What the command line alone rules out (before preflight runs): a multi-node launch (78)."""
     if cmd.nnodes > 1:
         raise ConfigError(f"rehearse: --nnodes {cmd.nnodes}: a multi-node launch cannot be rehearsed yet (node "
                           f"{cmd.node_rank} alone would wait for peers that are not rehearsing, and starting every "
                           "node together is not supported); rehearse each node's share with --nnodes 1 and its "
                           "--tp-size, or launch without --rehearse")
+
+
+def refuse_gpus(cmd: SglangCmdline, facts: HostFacts | None) -> None:
+    """No GPU for a CUDA launch, or a GPU it takes held by another process (78), as NVML reports them."""
     device = (cmd.device or "cuda").lower()
     if device != "cuda" or facts is None:
         return  # --device cpu/xpu/npu: nothing NVML can tell; SGLang itself will say

@@ -63,7 +63,7 @@ class RunResult:
     request_status: int | None = None
     request_detail: str | None = None  # the answer's first bytes, or why there was none
     stop: str = ""  # how it was stopped: "exited by itself", "SIGTERM", "SIGKILL after N s grace"
-    leftovers: int = 0  # processes still alive after the main process ended (then killed)
+    leftovers: int = 0  # processes besides the main one alive when it ended or its grace ran out (then killed)
     shm_removed: tuple[str, ...] = ()
 
 
@@ -275,9 +275,10 @@ def _stop(child: subprocess.Popen[bytes], grace_s: float) -> tuple[str, int]:
             child.wait(timeout=grace_s)
             how = "SIGTERM"
         except subprocess.TimeoutExpired:
+            others = len(_descendants(child.pid))
             _kill_tree(child, signal.SIGKILL)
             child.wait()
-            how = f"SIGKILL after a {grace_s:g} s grace (it ignored SIGTERM)"
+            return f"SIGKILL after a {grace_s:g} s grace (it ignored SIGTERM)", others + _reap_all(child)
     return how, _reap_all(child)
 
 

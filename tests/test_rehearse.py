@@ -232,11 +232,11 @@ def test_shared_memory_left_by_the_server_is_removed(capsys: pytest.CaptureFixtu
     assert not (Path("/dev/shm") / name).exists()
 
 
-def test_ctrl_c_kills_the_child_tree_and_exits_130(tmp_path: Path, standin: Path, model: Path) -> None:
-    env = {**os.environ, "STANDIN_MODE": "hang"}
-    proc = subprocess.Popen([sys.executable, "-m", "sglwrap", "rehearse", "--timeout", "120", "--", "--model-path",
-                             str(model), "--device", "cpu"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+@pytest.mark.parametrize("verb", [["rehearse", "--timeout", "120"], ["launch", "--rehearse"]])
+def test_ctrl_c_kills_the_child_tree_and_exits_130(verb: list[str], standin: Path, model: Path) -> None:
+    env = {**os.environ, "STANDIN_MODE": "hang", "STANDIN_REAL_EXIT": "5"}
+    proc = subprocess.Popen([sys.executable, "-m", "sglwrap", *verb, "--", "--model-path", str(model), "--device",
+                             "cpu"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while not (standin / "pids.json").exists() and time.monotonic() < deadline:
@@ -249,7 +249,8 @@ def test_ctrl_c_kills_the_child_tree_and_exits_130(tmp_path: Path, standin: Path
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    assert "interrupted" in err
+    assert "interrupted" in err and "Traceback" not in err
+    assert len(_starts(standin)) == 1  # the rehearsal only: launch --rehearse did not go on to launch
     _assert_nothing_left(standin)
 
 
@@ -416,3 +417,21 @@ def test_real_sglang_on_cpu_is_rehearsed_and_its_failure_told_in_diagnoses_words
     assert len(pids) >= 2  # the launcher and its scheduler, each through the injector
     for pid in pids:
         assert not _alive(pid), f"SGLang process {pid} outlived the rehearsal"
+
+
+def test_own_options_are_never_sglang_flags_nor_close_to_one() -> None:
+    """Drop-in rule (as for launch): `rehearse`'s own options and `launch --rehearse` never clash with, and are
+    never taken for a typo of, a flag of any bundled SGLang release."""
+    import difflib
+
+    from sglwrap.argsplit import OWN_TYPO_CUTOFF
+    from sglwrap.commands import launch, rehearse
+    from sglwrap.sglang.flags import bundled_table, bundled_versions
+
+    own = set(rehearse.OWN_OPTIONS) | {"--rehearse"}
+    assert "--rehearse" in launch.OWN_OPTIONS
+    for version in bundled_versions():
+        flags = bundled_table(version).flags
+        assert not own & set(flags), version
+        for flag in flags:
+            assert not difflib.get_close_matches(flag, own, n=1, cutoff=OWN_TYPO_CUTOFF), (version, flag)

@@ -209,7 +209,14 @@ def _rehearse_first(planned: Planned, environ: dict[str, str], log: Any) -> None
         term.note(f"sglwrap: rehearse: {text}")
         notifier.send(STATUS=f"rehearsing: {text}")
 
-    outcome = rehearse_plan(planned.plan, planned.cmd, environ, assume=None, use_cache=True, progress=progress)
+    from sglwrap.rehearse.run import Interrupted
+
+    try:
+        outcome = rehearse_plan(planned.plan, planned.cmd, environ, assume=None, use_cache=True, progress=progress)
+    except Interrupted as e:
+        term.note(f"sglwrap: rehearse: interrupted ({e}); SGLang was not launched and everything the rehearsal "
+                  "started was killed")
+        raise
     doc = outcome.doc
     log.info("launch.rehearse", verdict=doc.get("verdict"), cached=outcome.cached, stage=doc.get("stage"),
              fingerprint=doc.get("fingerprint"), log=doc.get("log"))

@@ -130,7 +130,8 @@ def memory_table(doc: Mapping[str, Any]) -> list[str]:
     pred = doc.get("predicted")
     if not ranks and not pred:
         return []
-    heads = [str(r.get('label') or f"rank {r.get('rank')}") for r in ranks]
+    heads = [str(r.get("label")) if r.get("label") not in (None, "", "-") else f"rank {r.get('rank')}"
+             for r in ranks]
     lines = ["memory per rank (SGLang's log" + (" vs the accountant's prediction)" if pred else ")")]
     cols = [*heads, *(["predicted"] if pred else [])]
     lines.append(f"  {'':<20}" + "".join(f"{c:>16}" for c in cols))

@@ -34,8 +34,8 @@ PROMPT_IDS: Final = (1, 2, 3, 4)  # token ids, so a server started with --skip-t
 NEW_TOKENS: Final = 4
 
 
-class Interrupted(Exception):
-    """Ctrl-C or SIGTERM reached the rehearsal; the child tree has been killed."""
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM reached the rehearsal; the child tree has been killed (exit 130, as for Ctrl-C)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)

@@ -435,3 +435,43 @@ def test_own_options_are_never_sglang_flags_nor_close_to_one() -> None:
         assert not own & set(flags), version
         for flag in flags:
             assert not difflib.get_close_matches(flag, own, n=1, cutoff=OWN_TYPO_CUTOFF), (version, flag)
+
+
+def test_an_api_key_is_used_for_the_request_and_never_stored(capsys: pytest.CaptureFixture[str], standin: Path,
+                                                             model: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    monkeypatch.setenv("STANDIN_MODE", "pass")
+    secret = "sk-rehearse-secret-0451"
+    rc, doc, _ = _rehearse(capsys, "--", "--model-path", str(model), "--device", "cpu", "--api-key", secret)
+    assert rc == 0
+    (req,) = [json.loads(ln) for ln in (standin / "requests.jsonl").read_text().splitlines()]
+    assert req["authorization"] == f"Bearer {secret}"
+    assert secret not in json.dumps(doc) and "<redacted>" in doc["argv"]
+    from sglwrap.rehearse.cache import cache_dir
+
+    for f in cache_dir().glob("*.json"):
+        assert secret not in f.read_text(), f
+
+
+def test_the_launch_waits_until_nvml_shows_the_gpus_released(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver frees a killed process's memory a moment after it is gone; the real launch must not start
+    before, or it would measure less free memory than the rehearsal did."""
+    from sglwrap.rehearse.session import wait_gpus_released
+    from sglwrap.sglang.cmdline import parse_cmdline
+    from sglwrap.sglang.flags import bundled_table
+
+    reads = []
+
+    def load() -> FakeNvml:
+        reads.append(1)
+        held = [SimpleNamespace(pid=4242, usedGpuMemory=2**30)] if len(reads) < 3 else []
+        return FakeNvml(RAW, procs={0: held})
+
+    monkeypatch.setattr(nvml, "_load_pynvml", load)
+    cmd = parse_cmdline(["--model-path", "m"], bundled_table("0.5.23"))
+    assert wait_gpus_released(cmd, {}, timeout_s=10) is None
+    assert len(reads) == 3
+    reads.clear()
+    monkeypatch.setattr(nvml, "_load_pynvml", lambda: FakeNvml(RAW, procs={0: [SimpleNamespace(pid=7, usedGpuMemory=1)]}))
+    note = wait_gpus_released(cmd, {}, timeout_s=0.6)
+    assert note is not None and "GPU 0: pid 7" in note

@@ -76,7 +76,7 @@ def refuse_gpus(cmd: SglangCmdline, facts: HostFacts | None) -> None:
         why = "; ".join(facts.notes) or "NVML sees no GPU"
         raise ConfigError(f"rehearse: no NVIDIA GPU here ({why}); a rehearsal runs SGLang on this machine's GPUs "
                           "(for a CPU run pass --device cpu)")
-    used = _gpus_used(cmd, facts)
+    used = gpus_used(cmd, facts)
     held = [(g, p) for g in used for p in g.processes]
     if held:
         what = "; ".join(f"GPU {g.index} ({g.name}) by pid {p.pid}"
@@ -87,7 +87,7 @@ def refuse_gpus(cmd: SglangCmdline, facts: HostFacts | None) -> None:
                           "CUDA_VISIBLE_DEVICES at free GPUs)")
 
 
-def _gpus_used(cmd: SglangCmdline, facts: HostFacts) -> list[Any]:
+def gpus_used(cmd: SglangCmdline, facts: HostFacts) -> list[Any]:
     """The GPUs this launch takes on this node: --base-gpu-id onwards, tp x pp x dp of them (at least one)."""
     base = int(cmd.get("base_gpu_id", 0) or 0)
     step = int(cmd.get("gpu_id_step", 1) or 1)

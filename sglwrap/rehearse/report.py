@@ -35,6 +35,26 @@ def predicted(memory: Mapping[str, Any] | None) -> dict[str, Any] | None:
             "cuda_graph_mem_gib": round(graphs / GIB, 2), "verdict": memory.get("verdict")}
 
 
+def redacted(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the value of every secret flag (``--api-key``, ``--ssl-keyfile-password``, any flag with a word
+    key/token/secret/password) replaced, as the unit file does: reports and the verdict cache never hold secrets."""
+    from sglwrap.systemd_unit import is_secret_flag
+
+    out: list[str] = []
+    hide = False
+    for tok in argv:
+        name, eq, _value = tok.partition("=")
+        if hide:
+            out.append("<redacted>")
+            hide = False
+        elif name.startswith("--") and is_secret_flag(name):
+            out.append(f"{name}=<redacted>" if eq else tok)
+            hide = not eq
+        else:
+            out.append(tok)
+    return out
+
+
 def _stage_and_reason(run: RunResult, diag: Report) -> tuple[str | None, str]:
     f = diag.finding
     if run.ended == "passed":
@@ -101,7 +121,7 @@ def to_dict(reh: Rehearsal, run: RunResult, diag: Report, *, tail: Sequence[str]
         "timeout_why": reh.timeout_why,
         "stopped": {"how": run.stop, "returncode": run.returncode, "leftover_processes": run.leftovers,
                     "shm_removed": list(run.shm_removed)},
-        "argv": list(reh.argv),
+        "argv": redacted(reh.argv),
         "added": list(reh.added),
         "layers": reh.layers,
         "sglang_version": sglang_version or diag.sglang_version,

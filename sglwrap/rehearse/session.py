@@ -20,6 +20,7 @@ from sglwrap.rehearse.fingerprint import Fingerprint, fingerprint
 from sglwrap.sglang.cmdline import SglangCmdline
 
 LOGS_KEPT: Final = 20
+GPU_RELEASE_S: Final = 15.0
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,29 @@ def rehearse_plan(plan: L.LaunchPlan, cmd: SglangCmdline, environ: Mapping[str, 
     doc["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     cache.store(fp, doc, environ)
     _prune(logs)
+    if plan.facts is not None and plan.facts.gpus and (cmd.device or "cuda").lower() == "cuda":
+        waited = wait_gpus_released(cmd, environ)
+        if waited is not None:
+            doc["notes"].append(waited)
     return Outcome(doc, int(doc["exit_code"]), False)
+
+
+def wait_gpus_released(cmd: SglangCmdline, environ: Mapping[str, str], timeout_s: float = GPU_RELEASE_S) -> str | None:
+    """Wait until NVML lists no process on the GPUs the launch takes (the driver frees a killed process's memory a
+    moment after it is gone), so the real launch that follows measures the memory the rehearsal saw. A note when
+    something is still there after ``timeout_s``."""
+    from sglwrap.host.nvml import probe_nvml
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        facts = probe_nvml(environ=environ, proc_name=lambda _pid: None)
+        held = [f"GPU {g.index}: pid {p.pid}" for g in P.gpus_used(cmd, facts) for p in g.processes]
+        if not held:
+            return None
+        if time.monotonic() >= deadline:
+            return (f"after the rehearsal NVML still lists {', '.join(held)} ({timeout_s:g} s later); the launch may "
+                    "see less free memory than the rehearsal did")
+        time.sleep(0.5)
 
 
 def log_tail(path: Path, n: int = R.TAIL_LINES) -> list[str]:

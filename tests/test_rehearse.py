@@ -451,6 +451,7 @@ def test_an_api_key_is_used_for_the_request_and_never_stored(capsys: pytest.Capt
 
     for f in cache_dir().glob("*.json"):
         assert secret not in f.read_text(), f
+    assert Path(doc["log"]).stat().st_mode & 0o077 == 0  # the log itself is private
 
 
 def test_the_launch_waits_until_nvml_shows_the_gpus_released(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -196,7 +196,8 @@ def rehearse(argv: Sequence[str], env: Mapping[str, str], *, host: str, port: in
     was_subreaper = supervise._prctl(supervise.PR_SET_CHILD_SUBREAPER, 1)
     for s in previous:
         signal.signal(s, on_signal)
-    log = open(log_path, "wb")  # noqa: SIM115 - closed in the finally below, after the tee threads
+    # mode 0600: SGLang's server_args line holds --api-key's value
+    log = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "wb")
     child: subprocess.Popen[bytes] | None = None
     threads: list[threading.Thread] = []
     try:

@@ -380,11 +380,14 @@ def test_launch_rehearse_with_dry_run_is_a_usage_error(capsys: pytest.CaptureFix
 
 
 def test_systemd_unit_rehearse_runs_launch_rehearse_with_a_longer_start_timeout(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["systemd-unit", "--rehearse", "--", "--model-path", "/models/M", "--tp-size", "8"]) == 0
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from .test_systemd_unit import verify
+
+    assert main(["systemd-unit", "--rehearse", "--notify", "--", "--model-path", "/models/M", "--tp-size", "8"]) == 0
     unit = capsys.readouterr().out
+    verify(tmp_path, unit)
     (exec_start,) = [ln for ln in unit.splitlines() if ln.startswith("ExecStart=")]
-    assert " launch --rehearse -- --model-path /models/M --tp-size 8" in exec_start
+    assert " launch --notify --rehearse -- --model-path /models/M --tp-size 8" in exec_start
     assert "TimeoutStartSec=75min" in unit and "RestartPreventExitStatus=2 64 78" in unit
     assert main(["systemd-unit", "--", "--model-path", "/models/M"]) == 0
     plain = capsys.readouterr().out

@@ -158,7 +158,7 @@ def _descendants(root_session: int) -> set[int]:
 
 
 def _kill_tree(child: subprocess.Popen[bytes], sig: int) -> None:
-    supervise._signal_all(_descendants(child.pid) | ({child.pid} if child.returncode is None else set()), sig)
+    supervise.signal_all(_descendants(child.pid) | ({child.pid} if child.returncode is None else set()), sig)
 
 
 class _Tee:
@@ -193,7 +193,7 @@ def rehearse(argv: Sequence[str], env: Mapping[str, str], *, host: str, port: in
     def on_signal(signum: int, _frame: object) -> None:
         raise Interrupted(signum)
 
-    was_subreaper = supervise._prctl(supervise.PR_SET_CHILD_SUBREAPER, 1)
+    was_subreaper = supervise.prctl(supervise.PR_SET_CHILD_SUBREAPER, 1)
     for s in previous:
         signal.signal(s, on_signal)
     # mode 0600: SGLang's server_args line holds --api-key's value
@@ -204,7 +204,7 @@ def rehearse(argv: Sequence[str], env: Mapping[str, str], *, host: str, port: in
         try:
             child = subprocess.Popen(list(argv), env=dict(env), start_new_session=True, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     preexec_fn=supervise._child_setup(os.getpid()))
+                                     preexec_fn=supervise.child_setup(os.getpid()))
         except OSError as e:
             raise ConfigError(f"rehearse: cannot start {argv[0]}: {e.strerror}") from None
         assert child.stdout is not None
@@ -228,7 +228,7 @@ def rehearse(argv: Sequence[str], env: Mapping[str, str], *, host: str, port: in
         for s, handler in previous.items():
             signal.signal(s, handler)
         if was_subreaper:
-            supervise._prctl(supervise.PR_SET_CHILD_SUBREAPER, 0)  # a later exec must not inherit it
+            supervise.prctl(supervise.PR_SET_CHILD_SUBREAPER, 0)  # a later exec must not inherit it
 
 
 @dataclass
@@ -290,19 +290,19 @@ def _reap_all(child: subprocess.Popen[bytes]) -> int:
         child.wait()
     left = _descendants(child.pid)
     if left:
-        supervise._signal_all(left, signal.SIGTERM)
+        supervise.signal_all(left, signal.SIGTERM)
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and _descendants(child.pid):
-            supervise._reap_orphans(-1)
+            supervise.reap_orphans(-1)
             time.sleep(0.05)
     for _ in range(100):
         rest = _descendants(child.pid)
         if not rest:
             break
-        supervise._signal_all(rest, signal.SIGKILL)
+        supervise.signal_all(rest, signal.SIGKILL)
         time.sleep(0.02)
-        supervise._reap_orphans(-1)
-    supervise._reap_orphans(-1)
+        supervise.reap_orphans(-1)
+    supervise.reap_orphans(-1)
     return len(left)
 
 

@@ -479,3 +479,18 @@ def test_the_launch_waits_until_nvml_shows_the_gpus_released(monkeypatch: pytest
     monkeypatch.setattr(nvml, "_load_pynvml", lambda: FakeNvml(RAW, procs={0: [SimpleNamespace(pid=7, usedGpuMemory=1)]}))
     note = wait_gpus_released(cmd, {}, timeout_s=0.6)
     assert note is not None and "GPU 0: pid 7" in note
+
+
+def test_the_memory_table_of_many_ranks_shows_the_tightest_and_loosest() -> None:
+    from sglwrap.rehearse.report import memory_table
+
+    ranks = [{"rank": i, "label": f"TP{i}", "avail_before_weights_gib": 90.0 + i, "kv_tokens": 1000 * (i + 1)}
+             for i in range(8)]
+    lines = memory_table({"ranks": ranks, "predicted": {"avail_before_weights_gib": 91.5, "kv_tokens": 4000}})
+    assert "min of 8" in lines[1] and "max of 8" in lines[1] and "predicted" in lines[1]
+    (free,) = [ln for ln in lines if "free before weights" in ln]
+    assert free.split()[3:] == ["90.00", "GiB", "97.00", "GiB", "91.50", "GiB"]
+    (kv,) = [ln for ln in lines if "KV tokens" in ln]
+    assert kv.split()[2:] == ["1,000", "8,000", "4,000"]
+    two = memory_table({"ranks": ranks[:2], "predicted": None})
+    assert "TP0" in two[1] and "TP1" in two[1]

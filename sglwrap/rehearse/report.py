@@ -13,6 +13,7 @@ from sglwrap.rehearse.run import RunResult, describe_code
 
 SCHEMA_VERSION: Final = 1
 TAIL_LINES: Final = 12
+WIDE_RANKS: Final = 4  # more ranks than this: min and max columns instead of one per rank
 # diagnose's per-rank readings that the accountant also predicts: (JSON key, words, unit)
 MEASURES: Final = (
     ("avail_before_weights_gib", "free before weights", "GiB"),
@@ -150,13 +151,19 @@ def memory_table(doc: Mapping[str, Any]) -> list[str]:
     pred = doc.get("predicted")
     if not ranks and not pred:
         return []
-    heads = [str(r.get("label")) if r.get("label") not in (None, "", "-") else f"rank {r.get('rank')}"
-             for r in ranks]
+    wide = len(ranks) > WIDE_RANKS  # TP 8: the tightest and the loosest rank, not eight columns
+    heads = [f"min of {len(ranks)}", f"max of {len(ranks)}"] if wide else [
+        str(r.get("label")) if r.get("label") not in (None, "", "-") else f"rank {r.get('rank')}" for r in ranks]
     lines = ["memory per rank (SGLang's log" + (" vs the accountant's prediction)" if pred else ")")]
     cols = [*heads, *(["predicted"] if pred else [])]
     lines.append(f"  {'':<20}" + "".join(f"{c:>16}" for c in cols))
     for key, words, unit in MEASURES:
-        row = [_num(r.get(key), unit) for r in ranks] + ([_num(pred.get(key), unit)] if pred else [])
+        if wide:
+            seen = [r.get(key) for r in ranks if isinstance(r.get(key), (int, float))]
+            measured = [_num(min(seen), unit), _num(max(seen), unit)] if seen else ["-", "-"]
+        else:
+            measured = [_num(r.get(key), unit) for r in ranks]
+        row = measured + ([_num(pred.get(key), unit)] if pred else [])
         if all(c == "-" for c in row):
             continue
         lines.append(f"  {words:<20}" + "".join(f"{c:>16}" for c in row))

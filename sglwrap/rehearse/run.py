@@ -215,7 +215,7 @@ def rehearse(argv: Sequence[str], env: Mapping[str, str], *, host: str, port: in
         result = _drive(child, host=host, port=port, timeout_s=timeout_s, request=request, start=start)
         stop, leftovers = _stop(child, grace_s)
         return _finish(result, stop, leftovers, child, shm_before, start)
-    except Interrupted:
+    except BaseException:  # Ctrl-C, SIGTERM, or a bug: never leave the server running
         if child is not None:
             _kill_tree(child, signal.SIGKILL)
             _reap_all(child)
@@ -259,7 +259,7 @@ def _drive(child: subprocess.Popen[bytes], *, host: str, port: int, timeout_s: f
     if status == 200 and alive:
         return _Progress("passed", up, status, detail)
     if status == 200:
-        detail = f"the request answered 200, then SGLang exited ({_describe(child.returncode)})"
+        detail = f"the request answered 200, then SGLang exited ({describe_code(child.returncode)})"
     return _Progress("request_failed", up, status, detail)
 
 
@@ -313,12 +313,11 @@ def _finish(p: _Progress, stop: str, leftovers: int, child: subprocess.Popen[byt
                      stop=stop, leftovers=leftovers, shm_removed=clean_shm(shm_before))
 
 
-def _describe(code: int | None) -> str:
+def describe_code(code: int | None) -> str:
+    """How a process ended, in words: ``exit code 1``, ``killed by SIGKILL``."""
     if code is None:
         return "still running"
     if code < 0:
         return f"killed by {signal.Signals(-code).name}"
     return f"exit code {code}"
 
-
-describe_code = _describe

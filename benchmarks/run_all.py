@@ -12,6 +12,7 @@ RUNS = (
     ["bench_preflight.py", "--", "--assume", "8xRTX-PRO-6000", "--", "--tp-size", "8"],
     ["bench_launch.py"],
     ["bench_diagnose.py", "1"],
+    ["bench_rehearse_skip.py"],
 )
 
 

@@ -32,6 +32,9 @@ EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
     "bench-comm": ((EXIT_OK, "measured"), (EXIT_FINDING, "some configurations failed or hung"),
                    (EXIT_CONFIG, "cannot run here (no GPUs, bad profile)"), *_SHARED),
     "systemd-unit": ((EXIT_OK, "unit printed"), (EXIT_CONFIG, "bad profile"), *_SHARED),
+    "rehearse": ((EXIT_OK, "passed: SGLang came up with dummy weights and answered one request"),
+                 (EXIT_CONFIG, "failed (stage, cause and fix printed), or cannot rehearse here (GPUs held by "
+                               "another process, no GPU, multi-node, preflight blocked)"), *_SHARED),
 }
 
 

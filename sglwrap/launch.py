@@ -309,6 +309,7 @@ class LaunchOptions:
     force: bool = False
     notify: bool = False  # --notify: supervise for systemd Type=notify instead of exec (sglwrap.supervise)
     keep: bool = False  # --keep: a dry run writes its files for inspection
+    rehearse: bool = False  # --rehearse: run the plan with dummy weights first (sglwrap.rehearse)
 
 
 def prepare(opts: LaunchOptions, cmd: SglangCmdline, release: TargetRelease, environ: Mapping[str, str],

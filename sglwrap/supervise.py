@@ -130,7 +130,8 @@ def endpoint_from_args(cmd: SglangCmdline) -> Endpoint:
 # --- process helpers ----------------------------------------------------------------------------------------
 
 
-def _prctl(option: int, arg: int) -> bool:
+def prctl(option: int, arg: int) -> bool:
+    """``prctl(2)`` with one argument; False where it is unavailable or refused."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return int(libc.prctl(option, arg, 0, 0, 0)) == 0
@@ -138,9 +139,11 @@ def _prctl(option: int, arg: int) -> bool:
         return False
 
 
-def _child_setup(parent: int) -> Callable[[], None]:
+def child_setup(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child dies with ``parent`` (PR_SET_PDEATHSIG) and starts with default signal handlers."""
+
     def setup() -> None:
-        _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
         if os.getppid() != parent:  # the supervisor died before prctl took effect
             os._exit(1)
         for sig in FORWARD:
@@ -187,7 +190,8 @@ def tree_members(session: int, root: int) -> set[int]:
     return members
 
 
-def _signal_all(pids: set[int], sig: int) -> None:
+def signal_all(pids: set[int], sig: int) -> None:
+    """Send ``sig`` to each of ``pids``, ignoring those already gone or not ours."""
     for pid in pids:
         try:
             os.kill(pid, sig)
@@ -195,7 +199,7 @@ def _signal_all(pids: set[int], sig: int) -> None:
             pass
 
 
-def _reap_orphans(child_pid: int) -> bool:
+def reap_orphans(child_pid: int) -> bool:
     """Reap exited orphans that came back to us (subreaper); True when the child itself is waiting to be reaped."""
     while True:
         try:
@@ -310,14 +314,14 @@ def supervise(argv: Sequence[str], env: Mapping[str, str], config: SuperviseConf
     notifier = notifier or Notifier(environ)
     sup = _Supervisor(config, notifier, environ)
     child_env = {k: v for k, v in env.items() if k not in NOTIFY_VARIABLES}
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
     previous = {sig: signal.getsignal(sig) for sig in FORWARD}
     for sig in FORWARD:  # install before the fork: a signal in between must not kill us with the child orphaned
         signal.signal(sig, sup.on_signal)
     try:
         child = subprocess.Popen(list(argv), env=child_env, start_new_session=True, stdin=subprocess.DEVNULL,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 preexec_fn=_child_setup(os.getpid()))
+                                 preexec_fn=child_setup(os.getpid()))
     except OSError as e:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -352,13 +356,13 @@ def supervise(argv: Sequence[str], env: Mapping[str, str], config: SuperviseConf
 def _wait_child(child: subprocess.Popen[bytes], sup: _Supervisor) -> bool:
     killed = False
     while child.returncode is None:
-        if _reap_orphans(child.pid):
+        if reap_orphans(child.pid):
             child.wait()
             break
         if sup.stop_at is not None and not killed and time.monotonic() - sup.stop_at > sup.config.stop_grace_s:
             killed = True
             sup.status(f"stop grace of {sup.config.stop_grace_s:g} s over: killing the session")
-            _signal_all(tree_members(child.pid, os.getpid()) | {child.pid}, signal.SIGKILL)
+            signal_all(tree_members(child.pid, os.getpid()) | {child.pid}, signal.SIGKILL)
         time.sleep(0.05)
     return killed
 
@@ -367,12 +371,12 @@ def _clean_up(session: int, grace_s: float) -> int:
     """SIGTERM, then SIGKILL after ``grace_s``, whatever is left of the child's session and our descendants."""
     left = tree_members(session, os.getpid())
     if not left:
-        _reap_orphans(-1)
+        reap_orphans(-1)
         return 0
-    _signal_all(left, signal.SIGTERM)
+    signal_all(left, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        _reap_orphans(-1)
+        reap_orphans(-1)
         if not tree_members(session, os.getpid()):
             break
         time.sleep(0.05)
@@ -380,10 +384,10 @@ def _clean_up(session: int, grace_s: float) -> int:
         rest = tree_members(session, os.getpid())
         if not rest:
             break
-        _signal_all(rest, signal.SIGKILL)
+        signal_all(rest, signal.SIGKILL)
         time.sleep(0.02)
-        _reap_orphans(-1)
-    _reap_orphans(-1)
+        reap_orphans(-1)
+    reap_orphans(-1)
     return len(left)
 
 

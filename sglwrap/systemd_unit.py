@@ -37,6 +37,8 @@ from sglwrap.errors import UsageError
 
 ENV_FILE: Final = "-/etc/sglwrap/%N.env"
 TIMEOUT_START: Final = "45min"
+# With --rehearse the start also holds the rehearsal: at most its default timeout's cap (30 min) before the load.
+TIMEOUT_START_REHEARSE: Final = "75min"
 TIMEOUT_STOP_S: Final = 330  # > longest request + SGLang's 15 s scheduler exit + margin
 STOP_GRACE_S: Final = 300  # the supervisor's own deadline, before systemd's SIGKILL at TimeoutStopSec
 _SAFE: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,/:=+@%$^~[]{}()!?#*&<>|")
@@ -65,6 +67,7 @@ class UnitSpec:
     watchdog_sec: int | None = None
     description: str | None = None
     environment: Mapping[str, str] = field(default_factory=dict)
+    rehearse: bool = False  # ExecStart runs `launch --rehearse`
 
 
 def quote_word(word: str) -> str:
@@ -148,6 +151,8 @@ def exec_start(spec: UnitSpec) -> str:
         words += ["--profile", spec.profile]
     if spec.notify:
         words.append("--notify")
+    if spec.rehearse:
+        words.append("--rehearse")
     words += ["--", *spec.sglang_args]
     return " ".join("${" + w.variable + "}" if isinstance(w, Secret) else quote_word(w) for w in words)
 
@@ -234,6 +239,11 @@ def render_unit(spec: UnitSpec, *, invocation: Sequence[str] = ()) -> str:
                   "# come from /etc/sglwrap/NAME.env (mode 0600, owner root); systemd puts them into ExecStart as",
                   "# ${NAME}. SGLang has no environment variable for them. Without them the unit does not start:",
                   f"ExecStartPre={secret_check(secrets)}"]
+    if spec.rehearse:
+        lines += ["# --rehearse: before loading the real weights, the same plan runs once with dummy weights, one",
+                  "# request and a clean stop; a failure exits 78 (no restart loop). A restart or reboot with the",
+                  "# same fingerprint (argv, profile, env, packages, driver, GPUs, config.json) skips it; an upgrade",
+                  "# rehearses again."]
     lines += [
         f"ExecStart={exec_start(spec)}",
         "RuntimeDirectory=sglwrap/%N",
@@ -241,8 +251,9 @@ def render_unit(spec: UnitSpec, *, invocation: Sequence[str] = ()) -> str:
         "# SIGTERM to the main process only, so SGLang drains; SIGKILL for the rest after TimeoutStopSec",
         "KillMode=mixed",
         "KillSignal=SIGTERM",
-        "# weight loading + CUDA-graph capture",
-        f"TimeoutStartSec={TIMEOUT_START}",
+        *(["# the rehearsal (skipped when its fingerprint passed before) + weight loading + CUDA-graph capture",
+           f"TimeoutStartSec={TIMEOUT_START_REHEARSE}"] if spec.rehearse else
+          ["# weight loading + CUDA-graph capture", f"TimeoutStartSec={TIMEOUT_START}"]),
         f"TimeoutStopSec={TIMEOUT_STOP_S}",
         "Restart=on-failure",
         "RestartSec=15",

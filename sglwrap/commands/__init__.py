@@ -13,4 +13,5 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diagnose": ("diagnose", "read SGLang logs and explain what happened"),
     "bench-comm": ("bench_comm", "measure all-reduce latency and NCCL memory per profile"),
     "systemd-unit": ("systemd_unit", "print a systemd unit that runs sglwrap as a drop-in"),
+    "rehearse": ("rehearse", "run the launch once with dummy weights: one request, clean stop, verdict"),
 }

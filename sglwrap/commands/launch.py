@@ -7,7 +7,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sglwrap import argsplit
@@ -27,6 +27,7 @@ OWN_OPTIONS: dict[str, bool] = {
     "--profile": True, "--dry-run": False, "--json": False, "--assume": True, "--assume-stack": True,
     "--force": False, "--keep": False,
     "--notify": False,  # supervise for systemd Type=notify instead of exec (sglwrap.supervise)
+    "--rehearse": False,  # run the plan with dummy weights first (sglwrap.rehearse); skipped once it passed
 }
 
 
@@ -47,6 +48,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--notify", action="store_true",
                    help="stay the parent: READY=1 to systemd once /health answers 200, forward signals, leave no "
                         "process behind (for Type=notify units); default is exec")
+    p.add_argument("--rehearse", action="store_true",
+                   help="first run this plan with --load-format dummy, one request and a clean stop (sglwrap "
+                        "rehearse); launch only if it passed; skipped when this fingerprint passed before")
     p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments")
 
 
@@ -69,7 +73,8 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> L.LaunchOptio
     return L.LaunchOptions(profile=profile, sglang_args=tuple(sglang_args), dry_run=bool(own.get("--dry-run")),
                            json=bool(own.get("--json")), assume=own.get("--assume"),
                            assume_stack=own.get("--assume-stack"), force=bool(own.get("--force")),
-                           notify=bool(own.get("--notify")), keep=bool(own.get("--keep")))
+                           notify=bool(own.get("--notify")), keep=bool(own.get("--keep")),
+                           rehearse=bool(own.get("--rehearse")))
 
 
 def _endpoint(cmd: SglangCmdline) -> Endpoint:
@@ -100,17 +105,23 @@ def _table(assume_stack: str | None) -> tuple[TargetRelease, FlagTable]:
     return _TABLE_CACHE[version]
 
 
-def run(opts: L.LaunchOptions) -> int:
-    """Parse → facts → profile → preflight (memory planned once) → plan → files → exec (or print, for --dry-run)."""
-    from sglwrap.log import get_logger
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """A launch decided: the plan, the command line it was made from, where this node stands, and notes."""
 
-    environ = dict(os.environ)
+    plan: L.LaunchPlan
+    cmd: SglangCmdline
+    placement: multinode.Placement
+    notes: list[str]
+    endpoint: Endpoint | None
+
+
+def plan_for(opts: L.LaunchOptions, environ: dict[str, str],
+             check: Callable[[SglangCmdline], None] | None = None) -> Planned:
+    """Everything `launch` decides before it writes a file: the one planning path that `launch`,
+    `launch --rehearse` and `sglwrap rehearse` share. ``check`` sees the final command line before the (slower)
+    preflight and may refuse it."""
     python = target_python(environ)
-    L.require_user_args(opts.sglang_args)
-    if opts.json and not opts.dry_run:
-        raise UsageError("launch: --json needs --dry-run (a real launch's stdout belongs to SGLang)")
-    if opts.keep and not opts.dry_run:
-        raise UsageError("launch: --keep needs --dry-run (a real launch always writes its files)")
     release, table = _table(opts.assume_stack)
     if not opts.dry_run and release.source == "assumed" and release.installed != release.version:
         raise UsageError(f"launch: --assume-stack sglang={release.text} describes another machine; a real launch "
@@ -122,6 +133,8 @@ def run(opts: L.LaunchOptions) -> int:
         cmd = cmd.with_args(placement.added)
     endpoint = _endpoint(cmd) if opts.notify else None
     # --- end multi-node ---
+    if check is not None:
+        check(cmd)
     # `sglang serve` where the release has it (0.5.10+), else python -m sglang.launch_server; tests substitute a module
     module = os.environ.get("SGLWRAP_SERVER_MODULE") or L.server_entry(release.version)
     if not opts.dry_run and "SGLWRAP_SERVER_MODULE" not in os.environ and release.installed is None:
@@ -131,10 +144,34 @@ def run(opts: L.LaunchOptions) -> int:
     ray_note = multinode.refuse_ray_without_env(cmd, plan.env_set, plan.profile.name, force=opts.force)
     if module != plan.module:
         plan = dataclasses.replace(plan, module=module)
-    log = get_logger()
     notes = [*placement.notes, *([ray_note] if ray_note else [])]
+    return Planned(plan, cmd, placement, notes, endpoint)
+
+
+def run(opts: L.LaunchOptions) -> int:
+    """Parse → facts → profile → preflight (memory planned once) → plan → [rehearsal] → files → exec (or print,
+    for --dry-run)."""
+    from sglwrap.log import get_logger
+
+    environ = dict(os.environ)
+    L.require_user_args(opts.sglang_args)
+    if opts.json and not opts.dry_run:
+        raise UsageError("launch: --json needs --dry-run (a real launch's stdout belongs to SGLang)")
+    if opts.keep and not opts.dry_run:
+        raise UsageError("launch: --keep needs --dry-run (a real launch always writes its files)")
+    if opts.rehearse and opts.dry_run:
+        raise UsageError("launch: --rehearse runs SGLang and --dry-run runs nothing; use `sglwrap rehearse` to "
+                         "rehearse without launching")
+    if opts.rehearse and opts.assume:
+        raise UsageError(f"launch: --rehearse runs SGLang on this machine's GPUs and --assume {opts.assume} plans "
+                         "for others; drop one of them")
+    planned = plan_for(opts, environ, check=_rehearsable if opts.rehearse else None)
+    plan, placement, notes, endpoint = planned.plan, planned.placement, planned.notes, planned.endpoint
+    log = get_logger()
     if opts.dry_run:
         return _dry_run(opts, plan, environ, placement, notes, endpoint)
+    if opts.rehearse:
+        _rehearse_first(planned, environ, log)
     run_dir = run_dir_for(plan.profile.hash, environ)
     site_text, doc = L.render_files(plan, run_dir, environ, dry_run=False)
     _site, manifest_path = L.write_files(run_dir, site_text, doc)
@@ -148,6 +185,47 @@ def run(opts: L.LaunchOptions) -> int:
         return _supervise(plan, L.exec_environment(plan, run_dir, environ), endpoint, environ)
     L.exec_plan(plan, L.exec_environment(plan, run_dir, environ))
     return 0  # unreachable: exec replaced the process
+
+
+def _rehearsable(cmd: SglangCmdline) -> None:
+    from sglwrap.rehearse.plan import refuse_early
+
+    refuse_early(cmd)
+
+
+def _rehearse_first(planned: Planned, environ: dict[str, str], log: Any) -> None:
+    """``--rehearse``: the rehearsal of this very plan (sglwrap.rehearse), skipped when its fingerprint passed
+    before; a failure stops the launch with exit 78 and diagnose's words. The report goes to stderr: a launch's
+    stdout belongs to SGLang."""
+    from sglwrap import term
+    from sglwrap.errors import SglwrapError
+    from sglwrap.rehearse import report
+    from sglwrap.rehearse.session import rehearse_plan
+    from sglwrap.sdnotify import Notifier
+
+    notifier = Notifier(environ)
+
+    def progress(text: str) -> None:
+        term.note(f"sglwrap: rehearse: {text}")
+        notifier.send(STATUS=f"rehearsing: {text}")
+
+    from sglwrap.rehearse.run import Interrupted
+
+    try:
+        outcome = rehearse_plan(planned.plan, planned.cmd, environ, assume=None, use_cache=True, progress=progress)
+    except Interrupted as e:
+        term.note(f"sglwrap: rehearse: interrupted ({e}); SGLang was not launched and everything the rehearsal "
+                  "started was killed")
+        raise
+    doc = outcome.doc
+    log.info("launch.rehearse", verdict=doc.get("verdict"), cached=outcome.cached, stage=doc.get("stage"),
+             fingerprint=doc.get("fingerprint"), log=doc.get("log"))
+    sys.stderr.write(report.to_text(doc))
+    sys.stderr.flush()
+    notifier.close()
+    if outcome.exit_code != 0:
+        raise SglwrapError(f"the rehearsal failed at {str(doc.get('stage')).replace('_', ' ')}, so SGLang was not "
+                           f"launched: {doc.get('cause')} (log: {doc.get('log')})", exit_code=outcome.exit_code)
 
 
 def _dry_run(opts: L.LaunchOptions, plan: L.LaunchPlan, environ: dict[str, str], placement: multinode.Placement,

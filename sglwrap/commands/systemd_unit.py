@@ -19,6 +19,7 @@ from sglwrap.errors import UsageError
 # sglwrap's own options here: name -> takes a value. None equals an SGLang flag (checked in the tests).
 OWN_OPTIONS: dict[str, bool] = {
     "--profile": True, "--notify": False, "--watchdog-sec": True, "--sglwrap-bin": True, "--description": True,
+    "--rehearse": False,
 }
 
 
@@ -32,6 +33,7 @@ class UnitOptions:
     watchdog_sec: int | None = None
     sglwrap_bin: str | None = None
     description: str | None = None
+    rehearse: bool = False
 
 
 def add_parser(sub: Any) -> None:
@@ -51,6 +53,9 @@ def add_parser(sub: Any) -> None:
                    help="with --notify: WatchdogSec=S (sglwrap pings while /health answers)")
     p.add_argument("--sglwrap-bin", metavar="PATH", help="absolute path of sglwrap for ExecStart (default: found)")
     p.add_argument("--description", help="the unit's Description=")
+    p.add_argument("--rehearse", action="store_true",
+                   help="ExecStart runs `launch --rehearse`: the plan runs once with dummy weights before the real "
+                        "load (skipped when its fingerprint passed before); TimeoutStartSec allows for it")
     p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments (with or without --)")
 
 
@@ -75,7 +80,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> UnitOptions:
             raise UsageError(f"systemd-unit: --watchdog-sec {watchdog!r}: expected whole seconds, e.g. 120") from None
     return UnitOptions(profile=own.get("--profile"), sglang_args=tuple(sglang_args), notify=bool(own.get("--notify")),
                        watchdog_sec=watchdog, sglwrap_bin=own.get("--sglwrap-bin"),
-                       description=own.get("--description"))
+                       description=own.get("--description"), rehearse=bool(own.get("--rehearse")))
 
 
 def _check_sglang_args(args: Sequence[str], notify: bool) -> list[str]:
@@ -109,9 +114,11 @@ def run(opts: UnitOptions) -> int:
     unit_args, secrets = U.move_secrets(sglang_args, known)
     command, env = U.sglwrap_command(opts.sglwrap_bin)
     spec = U.UnitSpec(profile=opts.profile, sglang_args=unit_args, command=command, notify=opts.notify,
-                      watchdog_sec=opts.watchdog_sec, description=opts.description, environment=env)
+                      watchdog_sec=opts.watchdog_sec, description=opts.description, environment=env,
+                      rehearse=opts.rehearse)
     invocation = ["sglwrap", "systemd-unit", *(["--profile", opts.profile] if opts.profile else []),
-                  *(["--notify"] if opts.notify else []), "--", *U.redact(unit_args)]
+                  *(["--notify"] if opts.notify else []), *(["--rehearse"] if opts.rehearse else []), "--",
+                  *U.redact(unit_args)]
     sys.stdout.write(U.render_unit(spec, invocation=invocation))
     sys.stdout.flush()
     for s in secrets:

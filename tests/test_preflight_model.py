@@ -395,3 +395,10 @@ def test_a_config_without_a_context_length_is_not_read_as_2048(tmp_path: Path) -
                                      "intermediate_size": 10240, "vocab_size": 262208})
     v = run(["--model-path", path, "--context-length", "32768"])["context-length"]
     assert v.status is Status.WARN and "names no context length" in v.reason
+
+
+def test_a_release_older_than_every_architecture_list_is_unknown_not_absent() -> None:
+    """SGLang 0.2.7 predates the oldest bundled list (0.2.15, which registers LlamaForCausalLM): the check says it
+    cannot know, and does not suggest an upgrade to 0.2.15 as if the class were missing."""
+    v = run(["--model-path", "Llama-3.1-8B"], sglang="0.2.7")["model-arch"]
+    assert v.status is Status.WARN and "is not known here" in v.reason and "upgrade" not in v.fix

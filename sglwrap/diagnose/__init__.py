@@ -46,6 +46,7 @@ class Report:
     attempts: int
     release_span: tuple[str, str] | None = None
     files: tuple[str, ...] = ()
+    earlier: tuple[Finding, ...] = ()  # earlier launch attempts logged in the same file(s), oldest first
 
     @property
     def exit_code(self) -> int:
@@ -127,6 +128,7 @@ def build_report(nodes: tuple[NodeLog, ...], manifests: tuple[Manifest, ...]) ->
         max_total=max_total, profiled=profiled, server_args=args, attempts=max((n.attempts for n in nodes), default=0),
         release_span=next((n.release_span for n in nodes if n.release_span), None),
         files=tuple(n.node for n in nodes if n.node) + tuple(m.source for m in manifests),
+        earlier=tuple(decide((e,), e.ranks, version) for n in nodes for e in n.earlier),
     )
 
 

@@ -282,7 +282,18 @@ def join_continuations(items: Iterable[tuple[bool, list[str]]]) -> Iterator[str]
         yield pending
 
 
+# A worker prefix that Ray (and similar launchers) put before every line of a child's output: "(SGLangWorker
+# pid=38138) ", "(TaskRunner pid=1, ip=10.0.0.2) ". Pasted from a web UI, several lines can end up on one line.
+WORKER_PREFIX_RE: Final = re.compile(r"\s*\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)\s+")
+
+
 def _clean(text: str) -> Iterator[str]:
+    if " pid=" in text and text.count(" pid=") >= 2 and len(WORKER_PREFIX_RE.findall(text, 0, MAX_JOINED)) >= 2:
+        # a flattened worker log: one record per prefix
+        for piece in WORKER_PREFIX_RE.split(text):
+            if piece.strip():
+                yield from _clean(piece)
+        return
     if text[:1] not in "{>#" and "\r" not in text and "[20" not in text[1:] and "[gpu" not in text[1:]:
         if text.strip():  # the common case: an ordinary line, nothing glued, quoted or wrapped in JSON
             yield text.rstrip()

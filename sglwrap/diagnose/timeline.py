@@ -99,6 +99,12 @@ class NodeLog:
     release_span: tuple[str, str] | None = None
     first_ts: str | None = None
     last_ts: str | None = None
+    traceback_stage: str | None = None  # the step named by SGLang frames of a traceback no error line followed
+    earlier: tuple[NodeLog, ...] = ()  # earlier launch attempts in the same file, oldest first
+
+
+MAX_EARLIER: Final = 8
+MAX_FRAMES: Final = 32
 
 
 class _Rank:
@@ -164,6 +170,9 @@ class TimelineBuilder:
         self.last_ts: str | None = None
         self._tb_stage: str | None = None  # the latest step named by the traceback frames being read
         self._tb_start = 0  # failures from this index on belong to the traceback being read
+        self._tb_frames: list[str] = []  # SGLang frames ("module.function") of the traceback being read
+        self.cut_stage: str | None = None  # step of SGLang frames that no failure line claimed
+        self.earlier: list[NodeLog] = []
 
     def _reset(self) -> None:
         self.ranks: dict[str, _Rank] = {}
@@ -177,10 +186,15 @@ class TimelineBuilder:
         return r
 
     def _new_attempt(self) -> None:
-        if self.ranks:
+        if self.ranks or self.failures or self.came_up:
+            # the launch before this one ended (failed, or came up and was restarted): keep its summary
+            if len(self.earlier) < MAX_EARLIER:
+                self.earlier.append(self.result(with_earlier=False))
+            self.attempts = max(self.attempts, 1)
             self._reset()
             self.came_up = False
             self.failures = []
+            self.cut_stage = None
         self.attempts += 1
 
     def feed(self, ev: Event) -> None:
@@ -189,6 +203,7 @@ class TimelineBuilder:
             self.releases.feed(str(ev.values.get("kind", "")) if ev.kind == "error" else ev.kind, ev.text)
         if ev.kind not in _TRACEBACK_KINDS:
             self._tb_stage, self._tb_start = None, len(self.failures)
+            self._tb_frames = []
         handler = getattr(self, f"_on_{ev.kind}", None)
         if handler is not None:
             handler(ev)
@@ -448,6 +463,9 @@ class TimelineBuilder:
     def _fail(self, f: Failure) -> None:
         if self._tb_stage is not None:  # frames printed before the error line (a headerless traceback)
             f = replace(f, stage=_later(f.stage, self._tb_stage))
+        if self._tb_frames:
+            f.values["frames"] = list(self._tb_frames)
+            self.cut_stage = None  # the traceback's error line arrived
         self.failures.append(f)
         if len(self.failures) > 64:
             self._tb_start = max(0, self._tb_start - (len(self.failures) - 64))
@@ -459,9 +477,20 @@ class TimelineBuilder:
         SGLang may print the exception line before its "Scheduler hit an exception: Traceback …" report, so every
         failure since the last non-traceback line belongs to the same traceback.
         """
+        self.saw_sglang = True
+        where = ev.values.get("frame")
+        if isinstance(where, str) and len(self._tb_frames) < MAX_FRAMES:
+            self._tb_frames.append(where)
+        mine = range(min(self._tb_start, len(self.failures)), len(self.failures))
+        for i in mine:  # the traceback's failures list its SGLang frames (innermost last)
+            self.failures[i].values["frames"] = list(self._tb_frames)
+        if ev.values.get("stage") is None:
+            return
         stage = str(ev.values["stage"])
         self._tb_stage = stage if self._tb_stage is None else _later(self._tb_stage, stage)
-        for i in range(min(self._tb_start, len(self.failures)), len(self.failures)):
+        if not mine:  # no error line (yet) in this traceback: if none follows, the excerpt was cut here
+            self.cut_stage = stage if self.cut_stage is None else _later(self.cut_stage, stage)
+        for i in mine:
             f = self.failures[i]
             later = _later(f.stage, stage)
             if later != f.stage:
@@ -477,8 +506,8 @@ class TimelineBuilder:
         drafting = [r for r in self.ranks.values() if r.in_draft]
         return max((_current_stage(r) for r in drafting or self.ranks.values()), key=STAGES.index)
 
-    def result(self) -> NodeLog:
-        """The frozen summary of everything fed so far."""
+    def result(self, with_earlier: bool = True) -> NodeLog:
+        """The frozen summary of everything fed so far (with the file's earlier launch attempts)."""
         return NodeLog(
             node=self.node, ranks=tuple(r.freeze() for r in sorted(self.ranks.values(), key=_label_order)),
             failures=tuple(self.failures), came_up=self.came_up,
@@ -486,7 +515,8 @@ class TimelineBuilder:
             server_args=dict(self.server_args), versions=tuple(self.versions), max_total=dict(self.max_total),
             profiled=dict(self.profiled), workers=tuple(self.workers.values()), new_format=self.new_format,
             attempts=max(self.attempts, 1), bench=self.bench, release_span=self.releases.span(),
-            first_ts=self.first_ts, last_ts=self.last_ts,
+            first_ts=self.first_ts, last_ts=self.last_ts, traceback_stage=self.cut_stage,
+            earlier=tuple(self.earlier) if with_earlier else (),
         )
 
 

@@ -71,6 +71,7 @@ def to_dict(rep: Report) -> dict[str, object]:
             for m in rep.manifests
         ],
         "env_disagreements": list(rep.env_disagreements),
+        "skipped_inputs": [{"file": p, "why": w} for p, w in rep.skipped],
     }
 
 

@@ -100,6 +100,8 @@ class NodeLog:
     first_ts: str | None = None
     last_ts: str | None = None
     traceback_stage: str | None = None  # the step named by SGLang frames of a traceback no error line followed
+    model_types: tuple[str, ...] = ()  # the model classes its "Load weight end. type=…" lines name
+    path: str = ""  # the input as given on the command line ("-" for stdin); ``node`` is its short label
     earlier: tuple[NodeLog, ...] = ()  # earlier launch attempts in the same file, oldest first
 
 
@@ -172,6 +174,7 @@ class TimelineBuilder:
         self._tb_start = 0  # failures from this index on belong to the traceback being read
         self._tb_frames: list[str] = []  # SGLang frames ("module.function") of the traceback being read
         self.cut_stage: str | None = None  # step of SGLang frames that no failure line claimed
+        self.model_types: list[str] = []
         self.earlier: list[NodeLog] = []
 
     def _reset(self) -> None:
@@ -335,6 +338,9 @@ class TimelineBuilder:
         r.stage = "kv_pool"
         r.v["avail_after_weights_gib"] = ev.values["avail"]  # type: ignore[assignment]
         r.v["weight_mem_gib"] = ev.values["usage"]  # type: ignore[assignment]
+        kind = ev.values.get("type")
+        if isinstance(kind, str) and kind not in self.model_types and len(self.model_types) < 8:
+            self.model_types.append(kind)
 
     def _on_kv_alloc(self, ev: Event) -> None:
         r = self._mem(ev.tags, ev, "avail_after_kv_pool_gib")
@@ -516,6 +522,7 @@ class TimelineBuilder:
             profiled=dict(self.profiled), workers=tuple(self.workers.values()), new_format=self.new_format,
             attempts=max(self.attempts, 1), bench=self.bench, release_span=self.releases.span(),
             first_ts=self.first_ts, last_ts=self.last_ts, traceback_stage=self.cut_stage,
+            model_types=tuple(self.model_types),
             earlier=tuple(self.earlier) if with_earlier else (),
         )
 

@@ -26,6 +26,7 @@ from sglwrap.errors import EXIT_UNREADABLE, SglwrapError
 
 CACHE_MAX: Final = 8192
 CACHE_LINE_MAX: Final = 512
+LONG_CACHE_MAX: Final = 16  # long messages (server_args lines, several KB) a restart loop repeats
 
 __all__ = ["Report", "diagnose", "diagnose_lines", "diagnose_runs"]
 
@@ -62,16 +63,22 @@ def diagnose_lines(node: str, lines: Iterable[str]) -> NodeLog:
     """Fold one node's log lines into a ``NodeLog``."""
     tl = TimelineBuilder(node)
     cache: dict[tuple[str, str], list[Event]] = {}  # a restart loop prints the same messages again and again
+    long: dict[tuple[str, str], list[Event]] = {}
     for line in lines:
         tags, msg, ts = split_line(line)
         key = (tags, msg)
-        events = cache.get(key)
+        short = len(msg) <= CACHE_LINE_MAX
+        events = cache.get(key) if short else long.get(key)
         if events is None:
             events = parse_message(tags, msg)
-            if len(cache) >= CACHE_MAX:
-                cache.clear()
-            if len(msg) <= CACHE_LINE_MAX:
+            if short:
+                if len(cache) >= CACHE_MAX:
+                    cache.clear()
                 cache[key] = events
+            else:
+                if len(long) >= LONG_CACHE_MAX:
+                    long.clear()
+                long[key] = events
         if events and ts:
             tl.stamp(ts)
         for ev in events:

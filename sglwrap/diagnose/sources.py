@@ -123,7 +123,24 @@ def iter_lines(path: str) -> Iterator[str]:
     fh = open_binary(path)
     try:
         seen = [0]
-        yield from join_continuations((adj, list(_clean(raw))) for adj, raw in _candidate_lines(fh, path, seen))
+        pending: str | None = None  # join_continuations, inlined: one loop per chunk instead of a generator chain
+        for batch in _candidate_batches(fh, path, seen):
+            for adj, raw in batch:
+                pieces = [raw.rstrip()] if _plain(raw) else list(_clean(raw))
+                if not pieces:
+                    continue
+                if pending is not None and adj and continues(pending, pieces[0]):
+                    pending = pending.rstrip() + " " + pieces[0].strip()
+                    pieces = pieces[1:]
+                    if not pieces:
+                        continue
+                if pending is not None:
+                    yield pending
+                if len(pieces) > 1:
+                    yield from pieces[:-1]
+                pending = pieces[-1]
+        if pending is not None:
+            yield pending
         if seen[0] == 0:
             raise SglwrapError(f"cannot read {path}: it is empty (no log text)", exit_code=EXIT_UNREADABLE)
     finally:
@@ -151,8 +168,8 @@ def looks_binary(sample: bytes) -> bool:
     return ctrl + bad > 0.1 * len(text)
 
 
-def _candidate_lines(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[tuple[bool, str]]:
-    """(adjacent to the previous yielded line, line) for every line that may carry a fact, in file order.
+def _candidate_batches(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[list[tuple[bool, str]]]:
+    """Per chunk, (adjacent to the previous candidate line, line) for every line that may carry a fact, in file order.
 
     ``seen[0]`` counts the non-blank bytes read; a binary head raises ``SglwrapError`` (exit 2).
     """
@@ -174,26 +191,29 @@ def _candidate_lines(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[tupl
         cut = buf.rfind(b"\n") + 1
         if cut == 0:
             if len(buf) > MAX_LINE:  # one enormous line: look at its head, drop the rest
+                out = []
                 for i, line in _hits(buf[:MAX_LINE]):
-                    yield base + i == last + 1, line
+                    out.append((base + i == last + 1, line))
                     last = base + i
+                yield out
                 base += 1
                 buf = b""
             carry = buf
             continue
+        out = []
         for i, line in _hits(buf, cut):
-            yield base + i == last + 1, line
+            out.append((base + i == last + 1, line))
             last = base + i
+        yield out
         base += buf.count(b"\n", 0, cut)
         carry = buf[cut:]
         if len(carry) > MAX_LINE:
             carry = carry[:MAX_LINE]
     if carry:
-        for i, line in _hits(carry):
-            yield base + i == last + 1, line
+        yield [(base + i == last + 1, line) for i, line in _hits(carry)]
 
 
-def _hits(buf: bytes, end: int | None = None) -> Iterator[tuple[int, str]]:
+def _hits(buf: bytes, end: int | None = None) -> list[tuple[int, str]]:
     """(line index, decoded line) of the lines of buf[:end] that hold a keyword, plus the lines right after an error
     line (its possible continuation), in order, each once.
 
@@ -225,8 +245,7 @@ def _hits(buf: bytes, end: int | None = None) -> Iterator[tuple[int, str]]:
                 if not kept[j]:
                     break
                 index.add(j)
-    for i in sorted(index) if len(index) != len(hits) else hits:
-        yield i, kept[i][:MAX_LINE]
+    return [(i, kept[i][:MAX_LINE]) for i in (sorted(index) if len(index) != len(hits) else hits)]
 
 
 # A message continues on the next physical line when the line before is an error/memory message and the next line
@@ -285,6 +304,13 @@ def join_continuations(items: Iterable[tuple[bool, list[str]]]) -> Iterator[str]
 # A worker prefix that Ray (and similar launchers) put before every line of a child's output: "(SGLangWorker
 # pid=38138) ", "(TaskRunner pid=1, ip=10.0.0.2) ". Pasted from a web UI, several lines can end up on one line.
 WORKER_PREFIX_RE: Final = re.compile(r"\s*\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)\s+")
+
+
+def _plain(text: str) -> bool:
+    """The common case, decided without a generator: an ordinary non-blank line, nothing glued, quoted, wrapped in
+    JSON or flattened (``_clean`` would yield it unchanged)."""
+    return (text[:1] not in "{>#" and "\r" not in text and text.find("[20", 1) == -1 and text.find("[gpu", 1) == -1
+            and " pid=" not in text and text.strip() != "")
 
 
 def _clean(text: str) -> Iterator[str]:

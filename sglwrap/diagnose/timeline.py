@@ -175,6 +175,7 @@ class TimelineBuilder:
         self._tb_frames: list[str] = []  # SGLang frames ("module.function") of the traceback being read
         self.cut_stage: str | None = None  # step of SGLang frames that no failure line claimed
         self.model_types: list[str] = []
+        self._seen_worker_json: set[str] = set()
         self.earlier: list[NodeLog] = []
 
     def _reset(self) -> None:
@@ -284,8 +285,13 @@ class TimelineBuilder:
                 self.server_args.setdefault(key, obj[key])
 
     def _on_worker_env(self, ev: Event) -> None:
+        raw = str(ev.values["json"])
+        if raw in self._seen_worker_json:  # a restart loop repeats the injector's lines: each parsed once
+            return
+        if len(self._seen_worker_json) < MAX_WORKERS:
+            self._seen_worker_json.add(raw)
         try:
-            obj = json.loads(str(ev.values["json"]))
+            obj = json.loads(raw)
         except ValueError:
             return
         if not isinstance(obj, dict) or len(self.workers) >= MAX_WORKERS:
@@ -470,7 +476,7 @@ class TimelineBuilder:
         if self._tb_stage is not None:  # frames printed before the error line (a headerless traceback)
             f = replace(f, stage=_later(f.stage, self._tb_stage))
         if self._tb_frames:
-            f.values["frames"] = list(self._tb_frames)
+            f.values["frames"] = self._tb_frames  # a new traceback starts a new list (``feed``)
             self.cut_stage = None  # the traceback's error line arrived
         self.failures.append(f)
         if len(self.failures) > 64:
@@ -488,8 +494,8 @@ class TimelineBuilder:
         if isinstance(where, str) and len(self._tb_frames) < MAX_FRAMES:
             self._tb_frames.append(where)
         mine = range(min(self._tb_start, len(self.failures)), len(self.failures))
-        for i in mine:  # the traceback's failures list its SGLang frames (innermost last)
-            self.failures[i].values["frames"] = list(self._tb_frames)
+        for i in mine:  # the traceback's failures share its list of SGLang frames (innermost last)
+            self.failures[i].values["frames"] = self._tb_frames
         if ev.values.get("stage") is None:
             return
         stage = str(ev.values["stage"])

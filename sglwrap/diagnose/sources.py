@@ -26,6 +26,7 @@ SNIFF: Final = 64 << 10  # bytes of the head checked for binary content
 MAX_CONT: Final = 3  # physical lines after an error line that may continue it
 QUOTE_RE: Final = re.compile(r"^(?:> ?)+")
 CONT_RE: Final = re.compile("|".join(re.escape(m.decode()) for m in CONT_MARKERS))
+CONT_STR: Final = tuple(m.decode() for m in CONT_MARKERS)
 KEYWORDS_STR: Final = tuple(k.decode() for k in KEYWORDS)
 KW_RE: Final = re.compile("|".join(re.escape(k) for k in KEYWORDS_STR))
 NOISE_STR: Final = tuple(n.decode() for n in NOISE)
@@ -174,6 +175,7 @@ def _candidate_batches(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[li
     ``seen[0]`` counts the non-blank bytes read; a binary head raises ``SglwrapError`` (exit 2).
     """
     carry = b""
+    memo: dict[str, bool] = {}  # keyword answers of repeated untimestamped lines (``_has_keyword``)
     last = -2  # global index of the last yielded line
     base = 0  # global index of the first line of the current buffer
     while True:
@@ -192,7 +194,7 @@ def _candidate_batches(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[li
         if cut == 0:
             if len(buf) > MAX_LINE:  # one enormous line: look at its head, drop the rest
                 out = []
-                for i, line in _hits(buf[:MAX_LINE]):
+                for i, line in _hits(buf[:MAX_LINE], None, memo):
                     out.append((base + i == last + 1, line))
                     last = base + i
                 yield out
@@ -201,7 +203,7 @@ def _candidate_batches(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[li
             carry = buf
             continue
         out = []
-        for i, line in _hits(buf, cut):
+        for i, line in _hits(buf, cut, memo):
             out.append((base + i == last + 1, line))
             last = base + i
         yield out
@@ -210,10 +212,31 @@ def _candidate_batches(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[li
         if len(carry) > MAX_LINE:
             carry = carry[:MAX_LINE]
     if carry:
-        yield [(base + i == last + 1, line) for i, line in _hits(carry)]
+        yield [(base + i == last + 1, line) for i, line in _hits(carry, None, memo)]
 
 
-def _hits(buf: bytes, end: int | None = None) -> list[tuple[int, str]]:
+MEMO_MAX: Final = 4096
+
+
+def _has_keyword(line: str, memo: dict[str, bool]) -> bool:
+    """Whether ``line`` holds a keyword. Lines without a timestamp (traceback frames and source lines, tqdm bars,
+    wrapped text) repeat verbatim in a restart loop, so their answer is remembered instead of rescanned."""
+    if line[:1] == "[":
+        return KW_RE.search(line) is not None
+    hit = memo.get(line)
+    if hit is None:
+        if len(memo) >= MEMO_MAX:
+            memo.clear()
+        hit = memo[line] = KW_RE.search(line) is not None
+    return hit
+
+
+def _may_continue(line: str) -> bool:
+    """``CONT_RE.search(line)`` with plain substring tests (an alternation of literals is slow on long lines)."""
+    return any(m in line for m in CONT_STR)
+
+
+def _hits(buf: bytes, end: int | None = None, memo: dict[str, bool] | None = None) -> list[tuple[int, str]]:
     """(line index, decoded line) of the lines of buf[:end] that hold a keyword, plus the lines right after an error
     line (its possible continuation), in order, each once.
 
@@ -221,6 +244,7 @@ def _hits(buf: bytes, end: int | None = None) -> list[tuple[int, str]]:
     regex runs on them), then each remaining line is searched once for the keywords (one alternation).
     """
     end = len(buf) if end is None else end
+    memo = {} if memo is None else memo
     text = buf[:end].decode("utf-8", "replace")
     if "\x1b" in text:
         text = ANSI_RE.sub("", text)
@@ -231,8 +255,7 @@ def _hits(buf: bytes, end: int | None = None) -> list[tuple[int, str]]:
         lines.pop()
     n1, n2, n3 = NOISE_STR
     kept = ["" if (n1 in ln or n2 in ln or n3 in ln) else ln for ln in lines]
-    search = KW_RE.search
-    hits = [i for i, ln in enumerate(kept) if ln and search(ln) is not None]
+    hits = [i for i, ln in enumerate(kept) if ln and _has_keyword(ln, memo)]
     # One serving line per chunk is kept: it says the server was up (decode steps, API requests).
     served = next((i for i, ln in enumerate(lines) if not kept[i] and ln and SERVED_RE.search(ln) is not None), None)
     if served is not None:
@@ -240,7 +263,7 @@ def _hits(buf: bytes, end: int | None = None) -> list[tuple[int, str]]:
         hits = sorted(hits + [served])
     index: set[int] = set(hits)
     for i in hits:
-        if i + 1 < len(kept) and CONT_RE.search(kept[i]) is not None:
+        if i + 1 < len(kept) and _may_continue(kept[i]):
             for j in range(i + 1, min(i + 1 + MAX_CONT, len(kept))):
                 if not kept[j]:
                     break

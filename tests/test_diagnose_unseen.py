@@ -158,3 +158,25 @@ def test_a_later_launch_that_came_up_after_a_failed_one_is_the_outcome(tmp_path:
                     + (fixtures / "v0.2.7_tp2_not-enough-memory.log").read_bytes())
     rc, rep = _json(capsys, str(log))
     assert (rc, rep["outcome"]) == (1, "oom") and [e["outcome"] for e in rep["earlier_attempts"]] == ["ok"]
+
+
+def test_a_kv_pool_larger_than_the_device_is_a_sizing_error_not_free_memory() -> None:
+    lines = [SRT + 'mem_cache/memory_pool.py", line 736, in __init__',
+             "RuntimeError: NPU out of memory. Tried to allocate 98.71 GiB (NPU 0; 60.96 GiB total capacity; 25.03 GiB "
+             "already allocated; 25.03 GiB current active; 35.47 GiB free; 25.08 GiB reserved in total by PyTorch)"]
+    finding = _finding(lines)
+    assert (finding.outcome, finding.stage) == ("oom", "kv_pool")
+    assert "larger than the whole NPU" in finding.cause and "--max-total-tokens" in (finding.fix or "")
+
+
+def test_enomem_is_the_hosts_memory() -> None:
+    finding = _finding(['  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2238, in '
+                        "run_scheduler_process", "OSError: [Errno 12] Cannot allocate memory"])
+    assert finding.outcome == "error" and "host ran out of memory" in finding.cause
+    assert "not GPU memory" in finding.cause
+
+
+def test_an_excerpt_cut_inside_a_traceback_says_so() -> None:
+    finding = _finding([SRT + 'model_loader/loader.py", line 4, in load_model'])
+    assert (finding.outcome, finding.stage) == ("incomplete", "weight_load")
+    assert "inside a traceback" in finding.cause and "OOM killer" not in finding.cause

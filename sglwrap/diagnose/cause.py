@@ -355,6 +355,13 @@ def _oom_cause(main: Failure, stage: str, b: Budget, args: dict[str, object], fl
         fix = (f"read the lines before the error (the step that was running), and compare the {unit}'s free "
                "memory with the model's per-device weights")
         correct = None
+    elif stage == "kv_pool" and isinstance(tried, float) and isinstance(v.get("total_gib"), float) \
+            and tried > float(v["total_gib"]):  # type: ignore[arg-type]
+        cause = (f"allocating the KV pool {what}: the pool SGLang sized is larger than the whole {unit}, so its "
+                 "sizing for this model or backend is wrong, not the free memory")
+        fix = ("cap the pool with --max-total-tokens (or --context-length / a lower --mem-fraction-static) and report "
+               "the sizing with the model and backend")
+        correct = False
     elif stage == "kv_pool":
         cause = (f"allocating the KV pool {what}: the pool SGLang sized did not fit when it was allocated (free "
                  "memory dropped after SGLang measured it: another process or a rank with less memory)")
@@ -439,6 +446,11 @@ def _error_cause(main: Failure, stage: str) -> tuple[str, str, bool | None]:
             cause += " (the kernel compiler does not support this GPU's architecture)"
         return cause + ".", ("run with --disable-cuda-graph to confirm, then use a Triton/SGLang build that supports "
                              "this GPU (or another --attention-backend)"), False
+    elif "Errno 12" in text or "Cannot allocate memory" in text:
+        cause = (f"SGLang stopped with {name} during {where}: the host ran out of memory (ENOMEM, \"Cannot allocate "
+                 "memory\"): CPU RAM, shared memory or a memory cgroup limit, not GPU memory")
+        fix = ("check the host's free memory and the container's limits (--memory, --shm-size); with several GPUs each "
+               "scheduler process needs its own host memory")
     elif main.values.get("memory") or MEMORY_TALK_RE.search(text) is not None:
         msg = str(main.values.get("msg") or text).strip()
         cause = (f"SGLang stopped with {name} during {where}: \"{_short(msg)[:200]}\"; the message is about memory, "
@@ -462,8 +474,14 @@ def _incomplete(nodes: tuple[NodeLog, ...], ranks: tuple[RankMemory, ...]) -> Fi
                        "no SGLang startup lines were found in the input.", None)
     # the furthest step the log shows: a rank's progress lines, or the frames of a traceback cut before its error
     seen = [r.stage for r in ranks] + [f.stage for n in nodes for f in n.failures]
-    seen += [n.traceback_stage for n in nodes if n.traceback_stage]
+    cut = [n.traceback_stage for n in nodes if n.traceback_stage]
+    seen += cut
     stage = max(seen, key=STAGES.index) if seen else "init"
+    if stage in cut:
+        cause = (f"the log ends inside a traceback whose SGLang frames are in {stage.replace('_', ' ')}: its error "
+                 "line is not in the log (an excerpt cut short), so what failed cannot be told")
+        return Finding("incomplete", stage, None, None, None, cause + ".",
+                       "find the rest of the traceback: its last line names the error")
     cause = (f"the log ends during {stage.replace('_', ' ')} with no error line and no 'server is fired up': "
              "the process was killed (OOM killer, timeout, Ctrl-C) or the log is cut off")
     return Finding("incomplete", stage, None, None, None, cause + ".",

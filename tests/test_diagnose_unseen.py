@@ -46,6 +46,8 @@ def test_hip_and_npu_wording_is_an_out_of_memory_of_that_device() -> None:
     assert hip.outcome == "oom" and "GPU (ROCm/HIP) memory" in hip.cause and "15.24 GiB" in hip.cause
     assert _finding([HIP_CODE]).outcome == "oom"
     assert _finding(["cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY"]).outcome == "oom"
+    musa = _finding(["torch.OutOfMemoryError: MUSA out of memory. Tried to allocate 2.00 GiB."])
+    assert musa.outcome == "oom" and "GPU (MUSA) memory" in musa.cause
     npu = _finding([NPU_OOM])
     assert npu.outcome == "oom" and "NPU memory" in npu.cause
     assert "of 61.27 GiB on NPU 0" in npu.cause  # torch_npu's "(NPU 0; … total capacity; … free)" numbers are read

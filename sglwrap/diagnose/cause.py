@@ -301,8 +301,8 @@ def _oom_cause(main: Failure, stage: str, b: Budget, args: dict[str, object], fl
     said_increase = any(x.kind in ("no_kv", "not_enough") for x in failures)
     tried = v.get("tried_gib")
     free = v.get("free_gib")
-    dev = {"NPU": "NPU", "HIP": "GPU (ROCm/HIP)"}.get(str(v.get("device")), "GPU")
-    unit = "NPU" if dev == "NPU" else "GPU"
+    dev = {"NPU": "NPU", "HIP": "GPU (ROCm/HIP)", "MUSA": "GPU (MUSA)", "XPU": "XPU"}.get(str(v.get("device")), "GPU")
+    unit = dev if dev in ("NPU", "XPU") else "GPU"
     what = f"ran out of {dev} memory"
     if isinstance(tried, float):
         what += f" trying to allocate {tried:.2f} GiB"

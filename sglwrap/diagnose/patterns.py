@@ -502,11 +502,16 @@ def catalogue_matches(mid: str, text: str) -> bool:
 
 
 def device_of(text: str) -> str | None:
-    """The accelerator an out-of-memory message names: "NPU" (torch_npu, Ascend), "HIP" (ROCm), else None (CUDA)."""
+    """The accelerator an out-of-memory message names: "NPU" (torch_npu, Ascend), "HIP" (ROCm), "MUSA" (torch_musa),
+    "XPU" (Intel), else None (CUDA)."""
     if "NPU" in text or "npu" in text[:80] or "ACL_ERROR" in text:
         return "NPU"
     if "HIP" in text or "hipError" in text:
         return "HIP"
+    if "MUSA out of memory" in text or "musaError" in text:
+        return "MUSA"
+    if "XPU out of memory" in text or "(XPU " in text:
+        return "XPU"
     return None
 
 

@@ -182,3 +182,14 @@ def test_an_excerpt_cut_inside_a_traceback_says_so() -> None:
     finding = _finding([SRT + 'model_loader/loader.py", line 4, in load_model'])
     assert (finding.outcome, finding.stage) == ("incomplete", "weight_load")
     assert "inside a traceback" in finding.cause and "OOM killer" not in finding.cause
+
+
+def test_a_log_cut_while_loading_shards_is_not_called_a_cut_traceback() -> None:
+    finding = _finding(["[2025-07-29 15:04:51 TP0] Load weight begin. avail mem=46.21 GB",
+                        "Loading safetensors checkpoint shards:   9% Completed | 4/47 [00:00<00:02, 14.66it/s]"])
+    assert (finding.outcome, finding.stage) == ("incomplete", "weight_load")
+    assert "traceback" not in finding.cause
+    # frames followed by other lines: the traceback was not where the log ends
+    finding = _finding([SRT + 'model_loader/loader.py", line 4, in load_model',
+                        "[2025-07-29 15:04:51 TP0] Load weight begin. avail mem=46.21 GB"])
+    assert "inside a traceback" not in finding.cause

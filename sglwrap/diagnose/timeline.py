@@ -205,9 +205,10 @@ class TimelineBuilder:
         """Apply one event."""
         if ev.kind not in _NOT_CATALOGUED:
             self.releases.feed(str(ev.values.get("kind", "")) if ev.kind == "error" else ev.kind, ev.text)
-        if ev.kind not in _TRACEBACK_KINDS:
+        if ev.kind not in _TRACEBACK_KINDS:  # any other line ends the traceback being read
             self._tb_stage, self._tb_start = None, len(self.failures)
             self._tb_frames = []
+            self.cut_stage = None
         handler = getattr(self, f"_on_{ev.kind}", None)
         if handler is not None:
             handler(ev)
@@ -500,7 +501,7 @@ class TimelineBuilder:
             return
         stage = str(ev.values["stage"])
         self._tb_stage = stage if self._tb_stage is None else _later(self._tb_stage, stage)
-        if not mine:  # no error line (yet) in this traceback: if none follows, the excerpt was cut here
+        if not mine and "frame" in ev.values:  # a traceback with no error line (yet): if none follows, it was cut
             self.cut_stage = stage if self.cut_stage is None else _later(self.cut_stage, stage)
         for i in mine:
             f = self.failures[i]

@@ -193,3 +193,15 @@ def test_a_log_cut_while_loading_shards_is_not_called_a_cut_traceback() -> None:
     finding = _finding([SRT + 'model_loader/loader.py", line 4, in load_model',
                         "[2025-07-29 15:04:51 TP0] Load weight begin. avail mem=46.21 GB"])
     assert "inside a traceback" not in finding.cause
+
+
+def test_a_kernels_capitalised_cuda_error_in_a_threads_report_is_a_serving_error() -> None:
+    # flashinfer's own "CUDA Error:" and Python's report of an uncaught exception in a thread (sglang PR #1738)
+    lines = ["CUDA Error: device-side assert triggered (710) /tmp/x/flashinfer/attention/decode.cuh: line 749 at "
+             "function cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_size)",
+             "Exception in thread Thread-3 (forward_thread_func):", "Traceback (most recent call last):",
+             SRT + 'managers/tp_worker_overlap_thread.py", line 99, in forward_thread_func']
+    finding = _finding(lines)
+    assert (finding.outcome, finding.stage) == ("error", "serving")
+    assert "device-side assertion" in finding.cause and "about memory" not in finding.cause
+    assert _finding(lines[1:]).outcome == "error"  # the thread's report alone is a crash, cut before its error

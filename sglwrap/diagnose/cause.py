@@ -396,7 +396,7 @@ _RESOURCE_RE: Final = re.compile(r"out of resource: ([\w ]+?), Required: (\d+), 
 
 
 _HEADER_ONLY_RE: Final = re.compile(
-    r"(?:hit an exception:?|Exception in [\w ]+:)\s*(?:Traceback \(most recent call last\):?)?\s*$"
+    r"(?:hit an exception:?|Exception in [^:]{1,80}:)\s*(?:Traceback \(most recent call last\):?)?\s*$"
     r"|^Traceback \(most recent call last\):?\s*$"
 )
 
@@ -438,6 +438,11 @@ def _error_cause(main: Failure, stage: str) -> tuple[str, str, bool | None]:
         cause = (f"SGLang stopped with {name} during {where}: a kernel touched memory it does not own (a memory "
                  f"access fault: a kernel bug or a kernel not built for this GPU, not a lack of free memory)")
         fix = "rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; try another --attention-backend or SGLang release"
+    elif "device-side assert" in text:
+        cause = (f"SGLang stopped with {name} during {where}: a kernel hit a device-side assertion (a kernel bug, or an "
+                 f"input it does not accept such as an out-of-range token id or shape), not a lack of memory")
+        fix = ("rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel and the request; try another --attention-backend "
+               "or SGLang release")
     elif main.kind == "capture_failed":
         said = unmark(str(main.values.get("msg") or text)).strip()
         cause = (f"CUDA-graph capture failed on something other than memory: \"{_short(said)[:200]}\"; SGLang's "

@@ -182,12 +182,15 @@ EXC_RE: Final = re.compile(
 )
 # CUDA runtime/driver error strings wherever they appear ("CUDA error: an illegal memory access was encountered",
 # "CUDA driver error: …", "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED", "NCCL error …").
+# Kernel libraries print their own "CUDA Error: device-side assert triggered (710) …/decode.cuh: line 749 …"
+# (flashinfer's FLASHINFER_CUDA_CALL), capitalised.
 CUDA_ERR_RE: Final = re.compile(
-    r"(?:CUDA|HIP|cuDNN|CUDNN) (?:driver )?error: [^\n]{1,200}|cuda\w*Error\w+|CUBLAS_STATUS_\w+|NCCL error[^\n]{0,200}"
+    r"(?:CUDA|HIP|cuDNN|CUDNN) (?:driver )?[Ee]rror: [^\n]{1,200}|cuda\w*Error\w+|CUBLAS_STATUS_\w+"
+    r"|NCCL error[^\n]{0,200}"
 )
 CRASH_RE: Final = re.compile(
     r"\w+ hit an exception|Initialization failed|Received sigquit from a child|scheduler is dead|^Killed$"
-    r"|Exception in (?:ModelTpServer|run_tp_server|\w+):|Traceback \(most recent call last\)"
+    r"|Exception in (?:ModelTpServer|run_tp_server|\w+|thread [^:]{1,80}):|Traceback \(most recent call last\)"
 )
 # A message "talks about memory": never report it as "not a memory error".
 MEMORY_TALK_RE: Final = re.compile(r"[Mm][Ee][Mm][Oo][Rr][Yy]|\bOOM\b|out of resource|\b[Aa]lloc")

@@ -205,3 +205,14 @@ def test_a_kernels_capitalised_cuda_error_in_a_threads_report_is_a_serving_error
     assert (finding.outcome, finding.stage) == ("error", "serving")
     assert "device-side assertion" in finding.cause and "about memory" not in finding.cause
     assert _finding(lines[1:]).outcome == "error"  # the thread's report alone is a crash, cut before its error
+
+
+def test_a_restart_loop_reports_its_most_recent_earlier_attempts(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    fixtures = Path(__file__).parent / "fixtures" / "logs"
+    log = tmp_path / "loop.log"
+    log.write_bytes((fixtures / "v0.2.7_tp2_not-enough-memory.log").read_bytes() * 12)
+    _rc, rep = _json(capsys, str(log))
+    assert rep["launch_attempts"] == 12
+    assert [e["attempt"] for e in rep["earlier_attempts"]] == list(range(4, 12))  # the last 8 before the last
+    assert {e["outcome"] for e in rep["earlier_attempts"]} == {"oom"}

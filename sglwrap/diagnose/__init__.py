@@ -49,7 +49,7 @@ class Report:
     attempts: int
     release_span: tuple[str, str] | None = None
     files: tuple[str, ...] = ()
-    earlier: tuple[Finding, ...] = ()  # earlier launch attempts logged in the same file(s), oldest first
+    earlier: tuple[tuple[int, Finding], ...] = ()  # (attempt number, finding) of earlier launches in the same file
     skipped: tuple[tuple[str, str], ...] = ()  # (input, why) of inputs that could not be read, when others could
     label: str = ""  # short name of the run: its files' short labels
 
@@ -173,7 +173,7 @@ def build_report(nodes: tuple[NodeLog, ...], manifests: tuple[Manifest, ...]) ->
         max_total=max_total, profiled=profiled, server_args=args, attempts=max((n.attempts for n in nodes), default=0),
         release_span=next((n.release_span for n in nodes if n.release_span), None),
         files=tuple(n.path or n.node for n in nodes if n.node) + tuple(m.source for m in manifests),
-        earlier=tuple(decide((e,), e.ranks, version) for n in nodes for e in n.earlier),
+        earlier=tuple((i, decide((e,), e.ranks, version)) for n in nodes for i, e in n.earlier),
     )
 
 

@@ -57,8 +57,8 @@ def to_dict(rep: Report) -> dict[str, object]:
         "requested_max_total_tokens": rep.profiled.get("requested"),
         "mem_fraction_static": rep.server_args.get("mem_fraction_static"),
         "launch_attempts": rep.attempts,
-        "earlier_attempts": [{"outcome": e.outcome, "stage": e.stage, "error": e.error, "cause": e.cause}
-                             for e in rep.earlier],
+        "earlier_attempts": [{"attempt": i, "outcome": e.outcome, "stage": e.stage, "error": e.error,
+                              "cause": e.cause} for i, e in rep.earlier],
         "files": list(rep.files),
         "workers": [
             {"node": w.node or None, "pid": w.pid, "ppid": w.ppid, "role": w.role, "profile": w.profile,
@@ -121,9 +121,9 @@ def to_text(rep: Report) -> str:
     lines.append(f"cause: {f.cause}")
     if f.fix:
         lines.append(f"fix: {f.fix}")
-    for n, e in enumerate(rep.earlier, 1):
+    for n, e in rep.earlier:
         what = e.outcome if e.stage is None else f"{e.outcome} at {e.stage.replace('_', ' ')}"
-        lines.append(f"earlier launch {n} of {len(rep.earlier) + 1} in this log: {what}"
+        lines.append(f"earlier launch {n} of {rep.attempts} in this log: {what}"
                      + (f" ({e.error[:160]})" if e.error else "") + "; the report above is the last launch")
     for i in rep.imbalances:
         lines.append(f"ranks disagree on {i.field}: {i.min_label} {i.min_gib:.2f} vs {i.max_label} "

@@ -8,6 +8,7 @@ memory lines) starts over, so an appended log describes its last attempt.
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -102,7 +103,7 @@ class NodeLog:
     traceback_stage: str | None = None  # the step named by SGLang frames of a traceback no error line followed
     model_types: tuple[str, ...] = ()  # the model classes its "Load weight end. type=…" lines name
     path: str = ""  # the input as given on the command line ("-" for stdin); ``node`` is its short label
-    earlier: tuple[NodeLog, ...] = ()  # earlier launch attempts in the same file, oldest first
+    earlier: tuple[tuple[int, NodeLog], ...] = ()  # (attempt number, summary) of the last earlier attempts in the file
 
 
 MAX_EARLIER: Final = 8
@@ -176,7 +177,7 @@ class TimelineBuilder:
         self.cut_stage: str | None = None  # step of SGLang frames that no failure line claimed
         self.model_types: list[str] = []
         self._seen_worker_json: set[str] = set()
-        self.earlier: list[NodeLog] = []
+        self.earlier: deque[tuple[int, NodeLog]] = deque(maxlen=MAX_EARLIER)
 
     def _reset(self) -> None:
         self.ranks: dict[str, _Rank] = {}
@@ -192,9 +193,8 @@ class TimelineBuilder:
     def _new_attempt(self) -> None:
         if self.ranks or self.failures or self.came_up:
             # the launch before this one ended (failed, or came up and was restarted): keep its summary
-            if len(self.earlier) < MAX_EARLIER:
-                self.earlier.append(self.result(with_earlier=False))
             self.attempts = max(self.attempts, 1)
+            self.earlier.append((self.attempts, self.result(with_earlier=False)))  # the most recent ones are kept
             self._reset()
             self.came_up = False
             self.failures = []

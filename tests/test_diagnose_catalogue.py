@@ -29,6 +29,7 @@ NO_FACT = {
 EXPECT = {
     "not_enough": "error:not_enough", "no_kv": "error:no_kv", "unbalanced": "error:unbalanced",
     "budget_other": "error:budget_other", "capture_failed": "error:capture_failed", "crash": "crash",
+    "kv_exhausted": "error:kv_exhausted",
 }
 # Leading holes whose value is a name in SGLang's source (read there): the graph kind (SG-0.5.9
 # model_runner.py:2147 graph_backend[device]), "{role} {prefill|decode|verify}" (SG-0.5.22 cuda_graph_setup.py:640-712)

@@ -20,8 +20,9 @@ def add_parser(subparsers: Any) -> None:
         help="read SGLang logs and explain what happened",
         description="Read SGLang server logs (any version; files, '-' for stdin, .gz, journalctl exports) and "
         "launch manifests; print the per-rank memory timeline, the outcome, the real cause and the fix. "
-        "Files of different launches are reported as separate runs ({\"runs\": [...]} with --json). "
-        "Exit 0 when the server came up, 1 when it did not, 2 when an input could not be read, is empty or binary.",
+        "Files of different launches are reported as separate runs, in command-line order ({\"runs\": [...]} "
+        "with --json). Exit 0 when the server came up, 1 when it did not, 2 when no input could be read (with "
+        "several inputs, one that is missing, empty or binary is skipped with a warning).",
     )
     p.add_argument("logs", nargs="+", metavar="LOG", help="log file, '-' for stdin, or an sglwrap launch manifest")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -42,9 +43,13 @@ def run(args: argparse.Namespace) -> int:
 
         raise UsageError(f"diagnose: --plot {args.plot}: the plot is a PNG image; name the file *.png")
     reports = diagnose_runs(args.logs)
+    from sglwrap import term
     from sglwrap.diagnose import fixcheck
     from sglwrap.diagnose.replan import describe, replan
 
+    skipped = reports[0].skipped if reports else ()
+    for path, why in skipped:
+        term.note(f"diagnose: warning: skipped {path}: {why}")
     docs, texts = [], []
     for i, report in enumerate(reports):
         accountant = replan(report, model_path=args.model_path)
@@ -54,25 +59,29 @@ def run(args: argparse.Namespace) -> int:
             doc = json.loads(to_json(report))
             doc["accountant"] = accountant
             doc["fix_check"] = checked
+            if len(reports) > 1:
+                doc["run"], doc["label"] = i + 1, report.label
+                del doc["skipped_inputs"]  # said once, beside the runs
             docs.append(doc)
         else:
             head = ""
             if len(reports) > 1:
-                head = f"== run {i + 1} of {len(reports)}: {', '.join(report.files) or 'stdin'} ==\n"
+                head = f"== run {i + 1} of {len(reports)}: {report.label or 'stdin'} ==\n"
             notes = describe(accountant) + fixcheck.describe(checked)
             texts.append(head + to_text(report) + "\n".join(notes) + "\n")
     if args.plot is not None:
         from sglwrap.diagnose.plot import write_plot
 
         written = write_plot(reports, args.plot)
-        from sglwrap import term
-
         term.note(f"diagnose: plot written to {', '.join(str(p) for p in written)}")
+    code = 0 if all(r.exit_code == 0 for r in reports) else 1
     if args.json:
-        out = docs[0] if len(docs) == 1 else {"runs": docs}
+        from sglwrap.diagnose.render import SCHEMA_VERSION
+
+        out = docs[0] if len(docs) == 1 else {"schema_version": SCHEMA_VERSION, "command": "diagnose",
+                                               "exit_code": code, "runs": docs,
+                                               "skipped_inputs": [{"file": p, "why": w} for p, w in skipped]}
         sys.stdout.write(json.dumps(out) + "\n")
     else:
-        from sglwrap import term  # wrapped to the terminal, status words coloured there
-
-        term.report("\n".join(texts))
-    return 0 if all(r.exit_code == 0 for r in reports) else 1
+        term.report("\n".join(texts))  # wrapped to the terminal, status words coloured there
+    return code

@@ -18,7 +18,7 @@ from sglwrap.diagnose.timeline import STAGES, Failure, NodeLog, RankMemory
 
 MEMORY_KINDS: Final = frozenset({"no_kv", "not_enough", "negative_profile", "budget_other", "torch_oom"})
 PRIORITY: Final = ("capture_failed", "no_kv", "not_enough", "negative_profile", "budget_other", "torch_oom",
-                   "unbalanced", "exception", "crash")
+                   "kv_exhausted", "unbalanced", "exception", "crash")
 KV_KINDS: Final = frozenset({"no_kv", "not_enough", "negative_profile", "budget_other"})
 MAX_SANE_FRACTION: Final = 0.95
 
@@ -98,7 +98,10 @@ def fatal_failures(nodes: tuple[NodeLog, ...]) -> list[Failure]:
 
 
 def _is_fatal(f: Failure) -> bool:
-    # a bare "Traceback (most recent call last):" may be logged and survived; "<Proc> hit an exception" never is
+    # a bare "Traceback (most recent call last):" may be logged and survived; "<Proc> hit an exception" never is;
+    # torch_memory_saver says of a failed cuMemCreate that it "may not be an issue" (the allocator retries)
+    if "may not be an issue" in f.text:
+        return False
     return f.kind != "crash" or "Traceback" not in f.text or "hit an exception" in f.text
 
 
@@ -118,7 +121,20 @@ def _stage(f: Failure) -> str:
         return "cuda_graph"
     if f.kind == "unbalanced":
         return "init"
+    if (f.kind == "kv_exhausted" or _saver_resume(f)) and f.stage != "warmup":
+        return "serving"  # SGLang's batch allocators and the memory saver's resume run only on a running server
     return f.stage
+
+
+def _frames(f: Failure) -> list[str]:
+    """The SGLang frames ("module.function", innermost last) of the traceback the failure belongs to."""
+    frames = f.values.get("frames")
+    return [str(x) for x in frames] if isinstance(frames, list) else []
+
+
+def _saver_resume(f: Failure) -> bool:
+    """torch_memory_saver failing to map back memory released by --enable-memory-saver (resume_memory_occupation)."""
+    return "torch_memory_saver" in f.text and "resume" in f.text
 
 
 def _is_oom(f: Failure) -> bool:
@@ -150,6 +166,8 @@ def decide(nodes: tuple[NodeLog, ...], ranks: tuple[RankMemory, ...], version: s
         cause, fix, correct = _oom_cause(main, stage, b, args, flag, failures)
     elif main.kind == "unbalanced":
         cause, fix, correct = _unbalanced_cause(ranks)
+    elif main.kind == "kv_exhausted":
+        cause, fix, correct = _exhausted_cause(main)
     else:
         cause, fix, correct = _error_cause(main, stage)
     if hint is None:
@@ -180,8 +198,16 @@ def _hint(failures: list[Failure]) -> str | None:
     return None
 
 
+_MARKER_RE: Final = re.compile(r"(?:^|\s)[\^~]{3,}(?=\s|$)")
+
+
+def unmark(text: str) -> str:
+    """``text`` without a traceback's ``^^^^``/``~~~~`` position markers (never part of an error message)."""
+    return " ".join(_MARKER_RE.sub(" ", text).split()) if ("^^^" in text or "~~~" in text) else text
+
+
 def _short(text: str) -> str:
-    text = text.strip()
+    text = unmark(text.strip())
     return text if len(text) <= 600 else text[:597] + "..."
 
 
@@ -275,17 +301,34 @@ def _oom_cause(main: Failure, stage: str, b: Budget, args: dict[str, object], fl
     said_increase = any(x.kind in ("no_kv", "not_enough") for x in failures)
     tried = v.get("tried_gib")
     free = v.get("free_gib")
-    what = "ran out of GPU memory"
+    dev = {"NPU": "NPU", "HIP": "GPU (ROCm/HIP)", "MUSA": "GPU (MUSA)", "XPU": "XPU"}.get(str(v.get("device")), "GPU")
+    unit = dev if dev in ("NPU", "XPU") else "GPU"
+    what = f"ran out of {dev} memory"
     if isinstance(tried, float):
         what += f" trying to allocate {tried:.2f} GiB"
     if isinstance(free, float):
         what += f" with {free:.2f} GiB free"
         if isinstance(v.get("total_gib"), float):
-            what += f" of {v['total_gib']:.2f} GiB on GPU {v.get('gpu')}"
+            what += f" of {v['total_gib']:.2f} GiB on {unit} {v.get('gpu')}"
     slack = None if b.p is None or b.f is None else b.p * (1 - b.f)
     max_bs = args.get("cuda_graph_max_bs")
     user_bs = int(max_bs) if isinstance(max_bs, float) else None
     new_bs = user_bs // 2 if user_bs is not None and user_bs >= 2 else None
+    frames = " ".join(_frames(main))
+    if _saver_resume(main):
+        cause = (f"resuming the memory released with --enable-memory-saver (resume_memory_occupation) {what}: "
+                 f"whatever used the {unit} while SGLang was paused (a colocated trainer, another engine) had not "
+                 "freed it yet")
+        fix = (f"resume SGLang only after the other process has released its {unit} memory (offload or free the "
+               "trainer's tensors first); SGLang's own settings are not the cause")
+        return cause + ".", fix, None
+    if "offload" in frames:
+        cause = (f"the CPU-offload path (--cpu-offload-gb, {frames.split()[-1]}) {what} while moving weights to "
+                 "pinned host memory: a pinned (page-locked) host allocation that fails is reported as the "
+                 "device's 'out of memory' too, so this can be the host's locked-memory limit rather than the GPU")
+        fix = ("lower --cpu-offload-gb, or raise the locked-memory limit of the container (docker --ulimit "
+               "memlock=-1, ulimit -l unlimited) and its shared memory")
+        return cause + ".", fix, None
     if stage == "cuda_graph":
         cause = f"CUDA-graph capture {what}"
         if slack is not None:
@@ -301,14 +344,27 @@ def _oom_cause(main: Failure, stage: str, b: Budget, args: dict[str, object], fl
             fix = (f"halve {flag} from the value this launch used (the log does not show it; SGLang picks it from the "
                    "GPU memory and TP size), or lower --mem-fraction-static by 0.03-0.05 to give the graphs more room")
         correct = not said_increase
-    elif stage in ("init", "weight_load"):
-        cause = (f"loading weights {what}: the weights for one GPU do not fit in its free memory, and "
+    elif stage == "weight_load" or (stage == "init" and b.p is not None):
+        cause = (f"loading weights {what}: the weights for one {unit} do not fit in its free memory, and "
                  f"--mem-fraction-static plays no part before the KV pool")
-        fix = "more GPUs (--tp), a quantized checkpoint, or free the GPU of other processes"
+        fix = f"more {unit}s (--tp), a quantized checkpoint, or free the {unit} of other processes"
+        correct = False
+    elif stage == "init":
+        cause = (f"the server {what} before the log shows any startup step, so it cannot tell whether weights, "
+                 "the KV pool or CUDA graphs were being set up")
+        fix = (f"read the lines before the error (the step that was running), and compare the {unit}'s free "
+               "memory with the model's per-device weights")
+        correct = None
+    elif stage == "kv_pool" and isinstance(tried, float) and isinstance(v.get("total_gib"), float) \
+            and tried > float(v["total_gib"]):  # type: ignore[arg-type]
+        cause = (f"allocating the KV pool {what}: the pool SGLang sized is larger than the whole {unit}, so its "
+                 "sizing for this model or backend is wrong, not the free memory")
+        fix = ("cap the pool with --max-total-tokens (or --context-length / a lower --mem-fraction-static) and report "
+               "the sizing with the model and backend")
         correct = False
     elif stage == "kv_pool":
-        cause = (f"allocating the KV pool {what}: free memory dropped between SGLang's measurement and the "
-                 "allocation (another process or a rank with less memory)")
+        cause = (f"allocating the KV pool {what}: the pool SGLang sized did not fit when it was allocated (free "
+                 "memory dropped after SGLang measured it: another process or a rank with less memory)")
         fix = "lower --mem-fraction-static by 0.05, and check the GPUs for other processes"
         correct = not said_increase
     else:
@@ -339,11 +395,39 @@ def _unbalanced_cause(ranks: tuple[RankMemory, ...]) -> tuple[str, str, bool | N
 _RESOURCE_RE: Final = re.compile(r"out of resource: ([\w ]+?), Required: (\d+), Hardware limit: (\d+)")
 
 
+_HEADER_ONLY_RE: Final = re.compile(
+    r"(?:hit an exception:?|Exception in [^:]{1,80}:)\s*(?:Traceback \(most recent call last\):?)?\s*$"
+    r"|^Traceback \(most recent call last\):?\s*$"
+)
+
+
+def header_only(f: Failure) -> bool:
+    """A crash report whose exception line is not in the log: the excerpt ends inside the traceback."""
+    return f.kind == "crash" and _HEADER_ONLY_RE.search(unmark(f.text).strip()) is not None
+
+
+def _exhausted_cause(main: Failure) -> tuple[str, str, bool | None]:
+    text = unmark(main.text)
+    pool = "request-slot pool" if "req_slots" in text or "request slots" in text else "KV-cache token pool"
+    cause = (f"SGLang's {pool} had no room for the next batch while serving (\"{_short(text)[:160]}\"): this is "
+             "SGLang's own accounting of the pool it sized at startup, not a failed device allocation; when the "
+             "message shows free room in the pool, it is a scheduler bug (paged or overlap allocation)")
+    fix = ("lower --max-running-requests or --chunked-prefill-size so fewer tokens are scheduled at once; if the "
+           "pool had room, retry with --page-size 1 (or without --enable-overlap-schedule options) and report it")
+    return cause + ".", fix, None
+
+
 def _error_cause(main: Failure, stage: str) -> tuple[str, str, bool | None]:
     exc = main.values.get("exc")
     name = f"{exc}" if exc else "an error"
     where = stage.replace("_", " ")
-    text = main.text
+    text = unmark(main.text)
+    if header_only(main):
+        frames = _frames(main)
+        last = f" (the last SGLang frame shown: {frames[-1]})" if frames else ""
+        cause = (f"SGLang stopped during {where}, but the log is cut off inside the traceback{last}: the exception "
+                 "line that says what failed is not in it")
+        return cause + ".", "find the rest of the traceback: its last line names the error", None
     if (m := _RESOURCE_RE.search(text)) is not None:
         cause = (f"a Triton kernel asked for {m.group(2)} bytes of {m.group(1)} per block and this GPU allows "
                  f"{m.group(3)} (OutOfResources during {where}): a memory error of the GPU's on-chip "
@@ -354,6 +438,24 @@ def _error_cause(main: Failure, stage: str) -> tuple[str, str, bool | None]:
         cause = (f"SGLang stopped with {name} during {where}: a kernel touched memory it does not own (a memory "
                  f"access fault: a kernel bug or a kernel not built for this GPU, not a lack of free memory)")
         fix = "rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; try another --attention-backend or SGLang release"
+    elif "device-side assert" in text:
+        cause = (f"SGLang stopped with {name} during {where}: a kernel hit a device-side assertion (a kernel bug, or an "
+                 f"input it does not accept such as an out-of-range token id or shape), not a lack of memory")
+        fix = ("rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel and the request; try another --attention-backend "
+               "or SGLang release")
+    elif main.kind == "capture_failed":
+        said = unmark(str(main.values.get("msg") or text)).strip()
+        cause = (f"CUDA-graph capture failed on something other than memory: \"{_short(said)[:200]}\"; SGLang's "
+                 "advice to lower --mem-fraction-static or the graph batch size does not apply to it")
+        if "ptxas" in text or "PTX" in text or "sm_" in text:
+            cause += " (the kernel compiler does not support this GPU's architecture)"
+        return cause + ".", ("run with --disable-cuda-graph to confirm, then use a Triton/SGLang build that supports "
+                             "this GPU (or another --attention-backend)"), False
+    elif "Errno 12" in text or "Cannot allocate memory" in text:
+        cause = (f"SGLang stopped with {name} during {where}: the host ran out of memory (ENOMEM, \"Cannot allocate "
+                 "memory\"): CPU RAM, shared memory or a memory cgroup limit, not GPU memory")
+        fix = ("check the host's free memory and the container's limits (--memory, --shm-size); with several GPUs each "
+               "scheduler process needs its own host memory")
     elif main.values.get("memory") or MEMORY_TALK_RE.search(text) is not None:
         msg = str(main.values.get("msg") or text).strip()
         cause = (f"SGLang stopped with {name} during {where}: \"{_short(msg)[:200]}\"; the message is about memory, "
@@ -377,7 +479,14 @@ def _incomplete(nodes: tuple[NodeLog, ...], ranks: tuple[RankMemory, ...]) -> Fi
                        "no SGLang startup lines were found in the input.", None)
     # the furthest step the log shows: a rank's progress lines, or the frames of a traceback cut before its error
     seen = [r.stage for r in ranks] + [f.stage for n in nodes for f in n.failures]
+    cut = [n.traceback_stage for n in nodes if n.traceback_stage]
+    seen += cut
     stage = max(seen, key=STAGES.index) if seen else "init"
+    if stage in cut:
+        cause = (f"the log ends inside a traceback whose SGLang frames are in {stage.replace('_', ' ')}: its error "
+                 "line is not in the log (an excerpt cut short), so what failed cannot be told")
+        return Finding("incomplete", stage, None, None, None, cause + ".",
+                       "find the rest of the traceback: its last line names the error")
     cause = (f"the log ends during {stage.replace('_', ' ')} with no error line and no 'server is fired up': "
              "the process was killed (OOM killer, timeout, Ctrl-C) or the log is cut off")
     return Finding("incomplete", stage, None, None, None, cause + ".",

@@ -44,7 +44,13 @@ MARKERS: Final[dict[str, str]] = {
     "budget_other": r"Not enough GPU memory for hybrid|SWA pool \(\{\} tokens\) cannot|SWA pool cap \(",
     "bench_done": r"Prefill\. latency: |Total\. latency: |Decode\.  median latency|Benchmark Result",
     "crash": r"hit an exception|Received sigquit from a child",
+    # SGLang's own KV/request-pool allocators giving up while serving (not a device allocation): "Decode out of
+    # memory. Try to lower your batch size.", "alloc_req_slots runs out of memory. …" (SG-0.5.23
+    # mem_cache/allocation.py:239,345,613; older releases in managers/schedule_batch.py and mem_cache/common.py)
+    "kv_exhausted": r"^(?:Prefill|Decode) out of memory\. Try|^alloc_\w+ runs out of memory|^Out of request slots",
 }
+# Ids whose message is the first line of a multi-line f-string (the rest names numbers and fixes).
+FIRST_LINE_IDS: Final = frozenset({"kv_exhausted"})
 _MARK_RES: Final = {k: re.compile(v) for k, v in MARKERS.items()}
 
 
@@ -64,7 +70,7 @@ _PRINTF_RE: Final = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[sdfgrx]")
 QUICK: Final = ("Load weight", "KV Cache", "Memory pool", "graph", "max_total", "profiled value", "fired up",
                 "Not enough", "Loaded weights", "memory capacity", "SWA", "Mamba Cache", "latency:",
                 "Benchmark Result", "hit an exception", "sigquit", "Init ", "Memory baseline", "Post-capture",
-                "sliding window")
+                "sliding window", "out of memory", "Out of request")
 
 
 def template(node: ast.AST) -> str | None:
@@ -99,9 +105,15 @@ def messages_of(path: Path) -> list[tuple[str, str]]:
         if not isinstance(node, ast.JoinedStr) and not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
             continue
         text = template(node)
-        if not text or len(text) > 400 or "\n" in text.strip():
+        if not text:
             continue
+        first = text.strip().split("\n", 1)[0]
         for mid, rx in _MARK_RES.items():
+            if mid in FIRST_LINE_IDS and first != text.strip() and rx.search(first) and len(first) <= 400:
+                found.append((mid, " ".join(first.split())))
+                break
+            if len(text) > 400 or "\n" in text.strip():
+                continue
             if rx.search(text):
                 found.append((mid, " ".join(text.split())))
                 break

@@ -145,7 +145,21 @@ NO_KV_RE: Final = re.compile(
 # torch: "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which
 # 1.06 GiB is free. Including non-PyTorch memory, this process has 78.12 GiB memory in use. Of the allocated
 # memory 75.2 GiB is allocated by PyTorch, and 1.4 GiB is reserved by PyTorch but unallocated."
-TORCH_OOM_RE: Final = re.compile(r"out of memory|OutOfMemoryError|ncclUnhandledCudaError|Failed to CUDA calloc")
+# The same allocator failure in the wording of torch's other builds and of the drivers: ROCm torch prints "HIP out of
+# memory" (c10 CUDACachingAllocator hipified), torch_npu "NPU out of memory. Tried to allocate … (NPU 0; … total
+# capacity; … already allocated; … free; …)", the HIP runtime "hipErrorOutOfMemory" (HIP_ERROR_OutOfMemory in older
+# stacks), the CUDA driver "CUDA_ERROR_OUT_OF_MEMORY" (cuMemCreate, torch_memory_saver) and the runtime
+# "cudaErrorMemoryAllocation"; Ascend's runtime "ACL_ERROR_RT_MEMORY_ALLOCATION".
+TORCH_OOM_RE: Final = re.compile(
+    r"out of memory|OutOfMemoryError|ncclUnhandledCudaError|Failed to CUDA calloc|[Ee]rror_?OutOfMemory"
+    r"|OUT_OF_MEMORY|cudaErrorMemoryAllocation|RT_MEMORY_ALLOCATION"
+)
+OOM_LITERALS: Final = ("out of memory", "OutOfMemory", "calloc", "ncclUnhandled", "OUT_OF_MEMORY", "MemoryAllocation",
+                       "MEMORY_ALLOCATION")
+# torch < 2.1 and torch_npu: "(GPU 0; 2.00 GiB total capacity; 1.67 GiB already allocated; 0 bytes free; …)"
+OLD_TOTAL_FREE_RE: Final = re.compile(
+    r"\((GPU|NPU|XPU) (\d+); " + NUM + r" (GiB|MiB) total capacity;.*?" + NUM + r" (GiB|MiB|KiB|B|bytes) free"
+)
 TRIED_RE: Final = re.compile(r"Tried to allocate " + NUM + r" (GiB|MiB|KiB|B)")
 TOTAL_FREE_RE: Final = re.compile(
     r"GPU (\d+) has a total capacit(?:y|ies) of " + NUM + r" (GiB|MiB) of which " + NUM + r" (GiB|MiB|KiB|B) is free"
@@ -168,12 +182,15 @@ EXC_RE: Final = re.compile(
 )
 # CUDA runtime/driver error strings wherever they appear ("CUDA error: an illegal memory access was encountered",
 # "CUDA driver error: …", "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED", "NCCL error …").
+# Kernel libraries print their own "CUDA Error: device-side assert triggered (710) …/decode.cuh: line 749 …"
+# (flashinfer's FLASHINFER_CUDA_CALL), capitalised.
 CUDA_ERR_RE: Final = re.compile(
-    r"(?:CUDA|HIP|cuDNN|CUDNN) (?:driver )?error: [^\n]{1,200}|cuda\w*Error\w+|CUBLAS_STATUS_\w+|NCCL error[^\n]{0,200}"
+    r"(?:CUDA|HIP|cuDNN|CUDNN) (?:driver )?[Ee]rror: [^\n]{1,200}|cuda\w*Error\w+|CUBLAS_STATUS_\w+"
+    r"|NCCL error[^\n]{0,200}"
 )
 CRASH_RE: Final = re.compile(
     r"\w+ hit an exception|Initialization failed|Received sigquit from a child|scheduler is dead|^Killed$"
-    r"|Exception in (?:ModelTpServer|run_tp_server|\w+):|Traceback \(most recent call last\)"
+    r"|Exception in (?:ModelTpServer|run_tp_server|\w+|thread [^:]{1,80}):|Traceback \(most recent call last\)"
 )
 # A message "talks about memory": never report it as "not a memory error".
 MEMORY_TALK_RE: Final = re.compile(r"[Mm][Ee][Mm][Oo][Rr][Yy]|\bOOM\b|out of resource|\b[Aa]lloc")
@@ -197,8 +214,18 @@ FRAME_STAGE_FN: Final = {
     "init_memory_pool": "kv_pool", "profile_max_num_token": "kv_pool",
     "init_cuda_graphs": "cuda_graph", "init_device_graphs": "cuda_graph",
     "loop_for_forward": "serving",  # SG-0.2.x controller_single/controller_multi: the serving loop
+    "_create_buffers": "kv_pool",  # the KV pool's tensors (mem_cache/memory_pool*.py, hardware_backend/npu/…)
+    # The forward path of a running server: the scheduler's batch loop (SG-0.4 … SG-0.5.23 run_batch,
+    # tp_worker.forward_batch_generation, the overlap thread's forward_thread_func[_]) and the 0.1/0.2 TP server
+    # (router/model_rpc.py and managers/tp_worker.py exposed_step → forward_step → forward_{prefill,decode}_batch).
+    "run_batch": "serving", "forward_batch_generation": "serving", "forward_thread_func": "serving",
+    "forward_thread_func_": "serving", "exposed_step": "serving", "forward_step": "serving",
+    "forward_prefill_batch": "serving", "forward_decode_batch": "serving",
+    # --cpu-offload-gb moves weights to pinned host memory while the model is built (SG-0.5.23 utils/offloader.py
+    # OffloaderV1.wrap_modules / maybe_offload_to_cpu; 0.4.x utils.maybe_offload_to_cpu)
+    "maybe_offload_to_cpu": "weight_load", "wrap_modules": "weight_load",
 }
-FRAME_STAGE_MOD: Final = {"cuda_graph_runner": "cuda_graph"}
+FRAME_STAGE_MOD: Final = {"cuda_graph_runner": "cuda_graph", "memory_pool": "kv_pool", "memory_pool_npu": "kv_pool"}
 # The statement line under a frame: "    self.init_device_graphs()" names the step even when the callee's frame is cut off.
 CALL_RE: Final = re.compile(r"^\s*self\.(load_model|init_memory_pool|init_cuda_graphs|init_device_graphs)\(")
 # The scheduler checking a request (SG-0.4.3 … SG-0.5.23 managers/utils.py validate_input_length).
@@ -228,7 +255,7 @@ KEYWORDS: Final[tuple[bytes, ...]] = (
     b"SGLang", b"Initialization failed", b"sigquit", b"is dead", b"Init ", b"Use sliding",
     b"out of memory", b"calloc", b"OutOfResources", b"CUDA error", b"latency: ", b"Benchmark", b"CUBLAS_",
     b"NCCL error", b"Pool ", b"Mamba Cache", b"params_dict", b"self.init_", b"self.load_model(",
-    b"maximum allowed length", b"checkpoint shards",
+    b"maximum allowed length", b"checkpoint shards", b"OUT_OF_MEMORY", b"MEMORY_ALLOCATION",
 )
 # SGLang's serving statistics and the HTTP access log: whole lines dropped before any keyword search.
 NOISE: Final[tuple[bytes, bytes, bytes]] = (b"Decode batch", b"Prefill batch", b'HTTP/1.1" ')
@@ -296,7 +323,7 @@ def parse_message(tags: str, msg: str) -> list[Event]:
         if out:
             return out
     if not out and "self." in msg and (m := CALL_RE.match(msg)) is not None:
-        return [Event("frame", tags, {"stage": FRAME_STAGE_FN[m.group(1)]}, text=msg)]
+        return [Event("frame", tags, {"stage": FRAME_STAGE_FN[m.group(1)], "frame": None}, text=msg)]
     if not out and "maximum allowed length" in msg and REQUEST_CHECK_RE.search(msg) is not None:
         return [Event("frame", tags, {"stage": "serving"}, text=msg)]
     if not out and "checkpoint shards" in msg and SHARDS_RE.search(msg) is not None:
@@ -316,7 +343,7 @@ def parse_message(tags: str, msg: str) -> list[Event]:
 OUTCOME_GATES: Final = (
     "fired up", "Uvicorn", "startup complete", "emory", "rror", "xception", "OutOfResources", "nbalanced",
     "SWA pool", "latency: ", "Benchmark", "Initialization failed", "sigquit", "is dead", "Killed", "Traceback",
-    "CUBLAS_", "calloc", "Interrupt", "graph failed",
+    "CUBLAS_", "calloc", "Interrupt", "graph failed", "OUT_OF_MEMORY", "MEMORY_ALLOCATION",
 )
 OUTCOME_GATE_RE: Final = re.compile("|".join(re.escape(g) for g in OUTCOME_GATES))
 
@@ -401,18 +428,23 @@ def _parse_frame(tags: str, msg: str, out: list[Event]) -> None:
     if (m := FRAME_RE.search(msg)) is None:
         return
     fn = m.group("fn")
-    stage = FRAME_STAGE_FN.get(fn) or FRAME_STAGE_MOD.get(m.group("mod"))
+    stage = FRAME_STAGE_FN.get(fn)
+    if stage is None and (fn == "__init__" or fn.startswith(("_create", "_init", "init"))):
+        stage = FRAME_STAGE_MOD.get(m.group("mod"))  # a pool's constructor, not its per-batch methods
+    if stage is None and m.group("mod") == "cuda_graph_runner":
+        stage = "cuda_graph"
     if stage is None and fn.startswith("event_loop") and m.group("mod") == "scheduler":
         stage = "serving"
     if stage is None and fn.startswith("event_loop_overlap_disagg"):
         stage = "serving"
-    if stage is not None:
-        out.append(Event("frame", tags, {"stage": stage}, text=msg))
+    out.append(Event("frame", tags, {"stage": stage, "frame": f"{m.group('mod')}.{fn}"}, text=msg))
 
 
 def _parse_outcome(tags: str, msg: str, out: list[Event]) -> None:
     text = msg.strip()
     if text.startswith("raise "):  # a traceback's source line ('raise RuntimeError(f"NCCL error: …")'), not an error
+        return
+    if "out of memory happened" in text:  # the scheduler retracting requests (SG-0.2.15 … 0.4.6), then going on
         return
     if "fired up" in text and UP_RE.search(text):
         out.append(Event("up", tags, text=text))
@@ -423,14 +455,17 @@ def _parse_outcome(tags: str, msg: str, out: list[Event]) -> None:
                          text=_tail(text, m.start())))
     elif "Not enough memory" in text and (m := NOT_ENOUGH_RE.search(text)) is not None:
         out.append(Event("error", tags, {"kind": "not_enough", "f": _f(m.group(1))}, text=_tail(text, m.start())))
-    elif "graph failed" in text and CAPTURE_FAILED_RE.search(text) is not None:
+    elif "graph failed" in text and (m := CAPTURE_FAILED_RE.search(text)) is not None:
         out.append(Event("error", tags, {"kind": "capture_failed", "oom": TORCH_OOM_RE.search(text) is not None,
-                                         **_torch_oom_numbers(text)},
+                                         "msg": text[m.start():], **_torch_oom_numbers(text)},
                          text=text))
-    elif (("out of memory" in text or "OutOfMemory" in text or "calloc" in text or "ncclUnhandled" in text)
-          and TORCH_OOM_RE.search(text) is not None
-          and ("Error" in text or "out of memory" in text or "calloc" in text)):
-        out.append(Event("error", tags, {"kind": "torch_oom", **_torch_oom_numbers(text)}, text=text))
+    elif (any(w in text for w in OOM_LITERALS) and (m := TORCH_OOM_RE.search(text)) is not None
+          and ("rror" in text or "out of memory" in text or "calloc" in text or "OUT_OF" in text)):
+        if "out of memory" in text and catalogue_matches("kv_exhausted", text):
+            # SGLang's own KV/request-pool allocator giving up while scheduling a batch, not a device allocation
+            out.append(Event("error", tags, {"kind": "kv_exhausted"}, text=text.strip("` ")))
+        else:
+            out.append(Event("error", tags, {"kind": "torch_oom", **_torch_oom_numbers(text)}, text=text))
     elif ("SWA pool" in text or "for hybrid" in text) and OTHER_MEM_RE.search(text) is not None:
         out.append(Event("error", tags, {"kind": "budget_other"}, text=text))
     elif "unbalanced" in text and UNBALANCED_RE.search(text) is not None:
@@ -458,7 +493,29 @@ def _tail(text: str, start: int) -> str:
 
 
 def _gib(value: str, unit: str) -> float:
-    return float(value) * {"GiB": 1.0, "MiB": 1 / 1024, "KiB": 1 / 1024**2, "B": 1 / 1024**3}[unit]
+    return float(value) * {"GiB": 1.0, "MiB": 1 / 1024, "KiB": 1 / 1024**2, "B": 1 / 1024**3, "bytes": 1 / 1024**3}[unit]
+
+
+def catalogue_matches(mid: str, text: str) -> bool:
+    """Whether ``text`` holds one of the catalogue's SGLang message templates of id ``mid`` (read from the release
+    source by ``gen_catalogue``)."""
+    from sglwrap.diagnose.catalogue import by_id
+
+    return any(m.regex.search(text) is not None for m in by_id().get(mid, ()))
+
+
+def device_of(text: str) -> str | None:
+    """The accelerator an out-of-memory message names: "NPU" (torch_npu, Ascend), "HIP" (ROCm), "MUSA" (torch_musa),
+    "XPU" (Intel), else None (CUDA)."""
+    if "NPU" in text or "npu" in text[:80] or "ACL_ERROR" in text:
+        return "NPU"
+    if "HIP" in text or "hipError" in text:
+        return "HIP"
+    if "MUSA out of memory" in text or "musaError" in text:
+        return "MUSA"
+    if "XPU out of memory" in text or "(XPU " in text:
+        return "XPU"
+    return None
 
 
 def _torch_oom_numbers(text: str) -> dict[str, object]:
@@ -469,6 +526,12 @@ def _torch_oom_numbers(text: str) -> dict[str, object]:
         vals["gpu"] = int(m.group(1))
         vals["total_gib"] = _gib(m.group(2), m.group(3))
         vals["free_gib"] = _gib(m.group(4), m.group(5))
+    elif "total capacity;" in text and (m := OLD_TOTAL_FREE_RE.search(text)) is not None:
+        vals["gpu"] = int(m.group(2))
+        vals["total_gib"] = _gib(m.group(3), m.group(4))
+        vals["free_gib"] = _gib(m.group(5), m.group(6))
+    if (dev := device_of(text)) is not None:
+        vals["device"] = dev
     if (m := PROCESS_HAS_RE.search(text)) is not None:
         vals["process_gib"] = _gib(m.group(1), m.group(2))
     if (m := RESERVED_RE.search(text)) is not None:

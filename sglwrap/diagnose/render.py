@@ -57,6 +57,8 @@ def to_dict(rep: Report) -> dict[str, object]:
         "requested_max_total_tokens": rep.profiled.get("requested"),
         "mem_fraction_static": rep.server_args.get("mem_fraction_static"),
         "launch_attempts": rep.attempts,
+        "earlier_attempts": [{"attempt": i, "outcome": e.outcome, "stage": e.stage, "error": e.error,
+                              "cause": e.cause} for i, e in rep.earlier],
         "files": list(rep.files),
         "workers": [
             {"node": w.node or None, "pid": w.pid, "ppid": w.ppid, "role": w.role, "profile": w.profile,
@@ -69,6 +71,7 @@ def to_dict(rep: Report) -> dict[str, object]:
             for m in rep.manifests
         ],
         "env_disagreements": list(rep.env_disagreements),
+        "skipped_inputs": [{"file": p, "why": w} for p, w in rep.skipped],
     }
 
 
@@ -118,6 +121,10 @@ def to_text(rep: Report) -> str:
     lines.append(f"cause: {f.cause}")
     if f.fix:
         lines.append(f"fix: {f.fix}")
+    for n, e in rep.earlier:
+        what = e.outcome if e.stage is None else f"{e.outcome} at {e.stage.replace('_', ' ')}"
+        lines.append(f"earlier launch {n} of {rep.attempts} in this log: {what}"
+                     + (f" ({e.error[:160]})" if e.error else "") + "; the report above is the last launch")
     for i in rep.imbalances:
         lines.append(f"ranks disagree on {i.field}: {i.min_label} {i.min_gib:.2f} vs {i.max_label} "
                      f"{i.max_gib:.2f} GiB ({i.spread_gib:.2f} GiB)")

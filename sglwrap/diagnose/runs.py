@@ -1,10 +1,15 @@
 """Several inputs → runs: files of one launch (the nodes of a multi-node run) are diagnosed together, files of
 different launches apart, so one run's numbers never leak into another's fix.
 
-Identity of a file: the model path and the server args that define the launch (minus the node rank), the profile
-hash its sglwrap worker-env lines carry, its node rank, and when it started. Two files belong to one run when their
-identities agree, their node ranks differ, and they started within ``SAME_RUN_S`` of each other. A file that shows
-no identity (an excerpt) joins the only run there is, or stands alone.
+Two files are read as one run only when nothing tells them apart and something ties them together:
+- launch identity: the model path and the server args that define the launch (minus the node rank), and the profile
+  hash its sglwrap worker-env lines carry (single-node launches); the model classes of "Load weight end. type=…";
+- node: one node cannot log the same launch twice, so the same node rank, or the same rank label, is another launch;
+- time: they started within ``SAME_RUN_S`` of each other;
+- processes: the worker pids of a single-node launch are one process tree, so disjoint pid sets are two launches;
+- outcome: a file whose server came up and one whose launch failed are not the same launch.
+Files that show no launch identity (excerpts) join a run only when both carry timestamps that put them in the same
+window; otherwise each is a run of its own. Runs keep the order of the command line.
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ class Run:
     manifests: list[Manifest] = field(default_factory=list)
 
 
+def _multi_node(node: NodeLog) -> bool:
+    return node.server_args.get("dist_init_addr") is not None and str(node.server_args.get("nnodes", 1)) not in (
+        "1", "1.0", "None")
+
+
 def identity(node: NodeLog) -> tuple[object, ...] | None:
     """What defines the launch a file logged; None when the file shows none of it. The profile hash counts only for
     single-node launches: the nodes of one multi-node launch (same --dist-init-addr and --nnodes, other node ranks)
@@ -40,9 +50,7 @@ def identity(node: NodeLog) -> tuple[object, ...] | None:
     hashes = tuple(sorted({w.hash for w in node.workers if w.hash}))
     if not any(a is not None for a in args) and not hashes:
         return None
-    multi = node.server_args.get("dist_init_addr") is not None and str(node.server_args.get("nnodes", 1)) not in (
-        "1", "None")
-    return args if multi else args + hashes
+    return args if _multi_node(node) else args + hashes
 
 
 def _node_rank(node: NodeLog) -> object:
@@ -58,37 +66,46 @@ def _start(node: NodeLog) -> datetime | None:
         return None
 
 
-def _fits(run: Run, node: NodeLog, ident: tuple[object, ...]) -> bool:
-    head = run.nodes[0]
-    if identity(head) != ident:
+def _outcome(node: NodeLog) -> str:
+    """"up", "failed" or "unknown" for one file on its own."""
+    from sglwrap.diagnose.cause import fatal_failures
+
+    if fatal_failures((node,)):
+        return "failed"
+    return "up" if node.came_up else "unknown"
+
+
+def same_launch(a: NodeLog, b: NodeLog) -> bool:
+    """Whether two files can be logs of one launch (see the module docstring)."""
+    ia, ib = identity(a), identity(b)
+    if ia is not None and ib is not None and ia != ib:
         return False
-    if any(_node_rank(n) == _node_rank(node) for n in run.nodes):
+    if ia is not None and _node_rank(a) == _node_rank(b):
         return False  # one node cannot log the same launch twice: a second file of it is another launch
-    a, b = _start(head), _start(node)
-    return a is None or b is None or abs((a - b).total_seconds()) <= SAME_RUN_S
+    if {r.label for r in a.ranks} & {r.label for r in b.ranks}:
+        return False
+    if a.model_types and b.model_types and not set(a.model_types) & set(b.model_types):
+        return False
+    sa, sb = _start(a), _start(b)
+    if sa is not None and sb is not None and abs((sa - sb).total_seconds()) > SAME_RUN_S:
+        return False
+    if (ia is None or ib is None) and (sa is None or sb is None):
+        return False  # an excerpt with nothing that ties it to the other file
+    pa, pb = {w.pid for w in a.workers if w.pid}, {w.pid for w in b.workers if w.pid}
+    if pa and pb and not pa & pb and not (_multi_node(a) or _multi_node(b)):
+        return False
+    oa, ob = _outcome(a), _outcome(b)
+    return not ({oa, ob} == {"up", "failed"})
 
 
 def group(nodes: list[NodeLog], manifests: list[Manifest]) -> list[Run]:
-    """Runs in input order; manifests go to the run whose workers carry their profile hash, or to the only run."""
+    """Runs in command-line order; manifests go to the run whose workers carry their profile hash, or to the first."""
     runs: list[Run] = []
-    loose: list[NodeLog] = []
     for node in nodes:
-        ident = identity(node)
-        if ident is None:
-            loose.append(node)
-            continue
-        run = next((r for r in runs if _fits(r, node, ident)), None)
+        run = next((r for r in runs if all(same_launch(n, node) for n in r.nodes)), None)
         if run is None:
             runs.append(run := Run())
         run.nodes.append(node)
-    if len(runs) == 1:
-        runs[0].nodes.extend(loose)
-    elif len(runs) == 0 and loose and len(loose) <= 1:
-        runs.append(Run(nodes=loose))
-    elif len(runs) == 0:
-        runs.append(Run(nodes=loose))  # excerpts without identity: read together, as before
-    else:
-        runs.extend(Run(nodes=[n]) for n in loose)
     if not runs:
         runs.append(Run())
     for m in manifests:

@@ -26,6 +26,7 @@ SNIFF: Final = 64 << 10  # bytes of the head checked for binary content
 MAX_CONT: Final = 3  # physical lines after an error line that may continue it
 QUOTE_RE: Final = re.compile(r"^(?:> ?)+")
 CONT_RE: Final = re.compile("|".join(re.escape(m.decode()) for m in CONT_MARKERS))
+CONT_STR: Final = tuple(m.decode() for m in CONT_MARKERS)
 KEYWORDS_STR: Final = tuple(k.decode() for k in KEYWORDS)
 KW_RE: Final = re.compile("|".join(re.escape(k) for k in KEYWORDS_STR))
 NOISE_STR: Final = tuple(n.decode() for n in NOISE)
@@ -123,7 +124,24 @@ def iter_lines(path: str) -> Iterator[str]:
     fh = open_binary(path)
     try:
         seen = [0]
-        yield from join_continuations((adj, list(_clean(raw))) for adj, raw in _candidate_lines(fh, path, seen))
+        pending: str | None = None  # join_continuations, inlined: one loop per chunk instead of a generator chain
+        for batch in _candidate_batches(fh, path, seen):
+            for adj, raw in batch:
+                pieces = [raw.rstrip()] if _plain(raw) else list(_clean(raw))
+                if not pieces:
+                    continue
+                if pending is not None and adj and continues(pending, pieces[0]):
+                    pending = pending.rstrip() + " " + pieces[0].strip()
+                    pieces = pieces[1:]
+                    if not pieces:
+                        continue
+                if pending is not None:
+                    yield pending
+                if len(pieces) > 1:
+                    yield from pieces[:-1]
+                pending = pieces[-1]
+        if pending is not None:
+            yield pending
         if seen[0] == 0:
             raise SglwrapError(f"cannot read {path}: it is empty (no log text)", exit_code=EXIT_UNREADABLE)
     finally:
@@ -151,12 +169,13 @@ def looks_binary(sample: bytes) -> bool:
     return ctrl + bad > 0.1 * len(text)
 
 
-def _candidate_lines(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[tuple[bool, str]]:
-    """(adjacent to the previous yielded line, line) for every line that may carry a fact, in file order.
+def _candidate_batches(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[list[tuple[bool, str]]]:
+    """Per chunk, (adjacent to the previous candidate line, line) for every line that may carry a fact, in file order.
 
     ``seen[0]`` counts the non-blank bytes read; a binary head raises ``SglwrapError`` (exit 2).
     """
     carry = b""
+    memo: dict[str, bool] = {}  # keyword answers of repeated untimestamped lines (``_has_keyword``)
     last = -2  # global index of the last yielded line
     base = 0  # global index of the first line of the current buffer
     while True:
@@ -174,26 +193,50 @@ def _candidate_lines(fh: IO[bytes], path: str, seen: list[int]) -> Iterator[tupl
         cut = buf.rfind(b"\n") + 1
         if cut == 0:
             if len(buf) > MAX_LINE:  # one enormous line: look at its head, drop the rest
-                for i, line in _hits(buf[:MAX_LINE]):
-                    yield base + i == last + 1, line
+                out = []
+                for i, line in _hits(buf[:MAX_LINE], None, memo):
+                    out.append((base + i == last + 1, line))
                     last = base + i
+                yield out
                 base += 1
                 buf = b""
             carry = buf
             continue
-        for i, line in _hits(buf, cut):
-            yield base + i == last + 1, line
+        out = []
+        for i, line in _hits(buf, cut, memo):
+            out.append((base + i == last + 1, line))
             last = base + i
+        yield out
         base += buf.count(b"\n", 0, cut)
         carry = buf[cut:]
         if len(carry) > MAX_LINE:
             carry = carry[:MAX_LINE]
     if carry:
-        for i, line in _hits(carry):
-            yield base + i == last + 1, line
+        yield [(base + i == last + 1, line) for i, line in _hits(carry, None, memo)]
 
 
-def _hits(buf: bytes, end: int | None = None) -> Iterator[tuple[int, str]]:
+MEMO_MAX: Final = 4096
+
+
+def _has_keyword(line: str, memo: dict[str, bool]) -> bool:
+    """Whether ``line`` holds a keyword. Lines without a timestamp (traceback frames and source lines, tqdm bars,
+    wrapped text) repeat verbatim in a restart loop, so their answer is remembered instead of rescanned."""
+    if line[:1] == "[":
+        return KW_RE.search(line) is not None
+    hit = memo.get(line)
+    if hit is None:
+        if len(memo) >= MEMO_MAX:
+            memo.clear()
+        hit = memo[line] = KW_RE.search(line) is not None
+    return hit
+
+
+def _may_continue(line: str) -> bool:
+    """``CONT_RE.search(line)`` with plain substring tests (an alternation of literals is slow on long lines)."""
+    return any(m in line for m in CONT_STR)
+
+
+def _hits(buf: bytes, end: int | None = None, memo: dict[str, bool] | None = None) -> list[tuple[int, str]]:
     """(line index, decoded line) of the lines of buf[:end] that hold a keyword, plus the lines right after an error
     line (its possible continuation), in order, each once.
 
@@ -201,6 +244,7 @@ def _hits(buf: bytes, end: int | None = None) -> Iterator[tuple[int, str]]:
     regex runs on them), then each remaining line is searched once for the keywords (one alternation).
     """
     end = len(buf) if end is None else end
+    memo = {} if memo is None else memo
     text = buf[:end].decode("utf-8", "replace")
     if "\x1b" in text:
         text = ANSI_RE.sub("", text)
@@ -211,8 +255,7 @@ def _hits(buf: bytes, end: int | None = None) -> Iterator[tuple[int, str]]:
         lines.pop()
     n1, n2, n3 = NOISE_STR
     kept = ["" if (n1 in ln or n2 in ln or n3 in ln) else ln for ln in lines]
-    search = KW_RE.search
-    hits = [i for i, ln in enumerate(kept) if ln and search(ln) is not None]
+    hits = [i for i, ln in enumerate(kept) if ln and _has_keyword(ln, memo)]
     # One serving line per chunk is kept: it says the server was up (decode steps, API requests).
     served = next((i for i, ln in enumerate(lines) if not kept[i] and ln and SERVED_RE.search(ln) is not None), None)
     if served is not None:
@@ -220,13 +263,12 @@ def _hits(buf: bytes, end: int | None = None) -> Iterator[tuple[int, str]]:
         hits = sorted(hits + [served])
     index: set[int] = set(hits)
     for i in hits:
-        if i + 1 < len(kept) and CONT_RE.search(kept[i]) is not None:
+        if i + 1 < len(kept) and _may_continue(kept[i]):
             for j in range(i + 1, min(i + 1 + MAX_CONT, len(kept))):
                 if not kept[j]:
                     break
                 index.add(j)
-    for i in sorted(index) if len(index) != len(hits) else hits:
-        yield i, kept[i][:MAX_LINE]
+    return [(i, kept[i][:MAX_LINE]) for i in (sorted(index) if len(index) != len(hits) else hits)]
 
 
 # A message continues on the next physical line when the line before is an error/memory message and the next line
@@ -282,7 +324,25 @@ def join_continuations(items: Iterable[tuple[bool, list[str]]]) -> Iterator[str]
         yield pending
 
 
+# A worker prefix that Ray (and similar launchers) put before every line of a child's output: "(SGLangWorker
+# pid=38138) ", "(TaskRunner pid=1, ip=10.0.0.2) ". Pasted from a web UI, several lines can end up on one line.
+WORKER_PREFIX_RE: Final = re.compile(r"\s*\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)\s+")
+
+
+def _plain(text: str) -> bool:
+    """The common case, decided without a generator: an ordinary non-blank line, nothing glued, quoted, wrapped in
+    JSON or flattened (``_clean`` would yield it unchanged)."""
+    return (text[:1] not in "{>#" and "\r" not in text and text.find("[20", 1) == -1 and text.find("[gpu", 1) == -1
+            and " pid=" not in text and text.strip() != "")
+
+
 def _clean(text: str) -> Iterator[str]:
+    if " pid=" in text and text.count(" pid=") >= 2 and len(WORKER_PREFIX_RE.findall(text, 0, MAX_JOINED)) >= 2:
+        # a flattened worker log: one record per prefix
+        for piece in WORKER_PREFIX_RE.split(text):
+            if piece.strip():
+                yield from _clean(piece)
+        return
     if text[:1] not in "{>#" and "\r" not in text and "[20" not in text[1:] and "[gpu" not in text[1:]:
         if text.strip():  # the common case: an ordinary line, nothing glued, quoted or wrapped in JSON
             yield text.rstrip()

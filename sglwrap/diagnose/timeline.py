@@ -8,6 +8,7 @@ memory lines) starts over, so an appended log describes its last attempt.
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -99,6 +100,14 @@ class NodeLog:
     release_span: tuple[str, str] | None = None
     first_ts: str | None = None
     last_ts: str | None = None
+    traceback_stage: str | None = None  # the step named by SGLang frames of a traceback no error line followed
+    model_types: tuple[str, ...] = ()  # the model classes its "Load weight end. type=…" lines name
+    path: str = ""  # the input as given on the command line ("-" for stdin); ``node`` is its short label
+    earlier: tuple[tuple[int, NodeLog], ...] = ()  # (attempt number, summary) of the last earlier attempts in the file
+
+
+MAX_EARLIER: Final = 8
+MAX_FRAMES: Final = 32
 
 
 class _Rank:
@@ -164,6 +173,11 @@ class TimelineBuilder:
         self.last_ts: str | None = None
         self._tb_stage: str | None = None  # the latest step named by the traceback frames being read
         self._tb_start = 0  # failures from this index on belong to the traceback being read
+        self._tb_frames: list[str] = []  # SGLang frames ("module.function") of the traceback being read
+        self.cut_stage: str | None = None  # step of SGLang frames that no failure line claimed
+        self.model_types: list[str] = []
+        self._seen_worker_json: set[str] = set()
+        self.earlier: deque[tuple[int, NodeLog]] = deque(maxlen=MAX_EARLIER)
 
     def _reset(self) -> None:
         self.ranks: dict[str, _Rank] = {}
@@ -177,18 +191,24 @@ class TimelineBuilder:
         return r
 
     def _new_attempt(self) -> None:
-        if self.ranks:
+        if self.ranks or self.failures or self.came_up:
+            # the launch before this one ended (failed, or came up and was restarted): keep its summary
+            self.attempts = max(self.attempts, 1)
+            self.earlier.append((self.attempts, self.result(with_earlier=False)))  # the most recent ones are kept
             self._reset()
             self.came_up = False
             self.failures = []
+            self.cut_stage = None
         self.attempts += 1
 
     def feed(self, ev: Event) -> None:
         """Apply one event."""
         if ev.kind not in _NOT_CATALOGUED:
             self.releases.feed(str(ev.values.get("kind", "")) if ev.kind == "error" else ev.kind, ev.text)
-        if ev.kind not in _TRACEBACK_KINDS:
+        if ev.kind not in _TRACEBACK_KINDS:  # any other line ends the traceback being read
             self._tb_stage, self._tb_start = None, len(self.failures)
+            self._tb_frames = []
+            self.cut_stage = None
         handler = getattr(self, f"_on_{ev.kind}", None)
         if handler is not None:
             handler(ev)
@@ -266,8 +286,13 @@ class TimelineBuilder:
                 self.server_args.setdefault(key, obj[key])
 
     def _on_worker_env(self, ev: Event) -> None:
+        raw = str(ev.values["json"])
+        if raw in self._seen_worker_json:  # a restart loop repeats the injector's lines: each parsed once
+            return
+        if len(self._seen_worker_json) < MAX_WORKERS:
+            self._seen_worker_json.add(raw)
         try:
-            obj = json.loads(str(ev.values["json"]))
+            obj = json.loads(raw)
         except ValueError:
             return
         if not isinstance(obj, dict) or len(self.workers) >= MAX_WORKERS:
@@ -320,6 +345,9 @@ class TimelineBuilder:
         r.stage = "kv_pool"
         r.v["avail_after_weights_gib"] = ev.values["avail"]  # type: ignore[assignment]
         r.v["weight_mem_gib"] = ev.values["usage"]  # type: ignore[assignment]
+        kind = ev.values.get("type")
+        if isinstance(kind, str) and kind not in self.model_types and len(self.model_types) < 8:
+            self.model_types.append(kind)
 
     def _on_kv_alloc(self, ev: Event) -> None:
         r = self._mem(ev.tags, ev, "avail_after_kv_pool_gib")
@@ -448,6 +476,9 @@ class TimelineBuilder:
     def _fail(self, f: Failure) -> None:
         if self._tb_stage is not None:  # frames printed before the error line (a headerless traceback)
             f = replace(f, stage=_later(f.stage, self._tb_stage))
+        if self._tb_frames:
+            f.values["frames"] = self._tb_frames  # a new traceback starts a new list (``feed``)
+            self.cut_stage = None  # the traceback's error line arrived
         self.failures.append(f)
         if len(self.failures) > 64:
             self._tb_start = max(0, self._tb_start - (len(self.failures) - 64))
@@ -459,9 +490,20 @@ class TimelineBuilder:
         SGLang may print the exception line before its "Scheduler hit an exception: Traceback …" report, so every
         failure since the last non-traceback line belongs to the same traceback.
         """
+        self.saw_sglang = True
+        where = ev.values.get("frame")
+        if isinstance(where, str) and len(self._tb_frames) < MAX_FRAMES:
+            self._tb_frames.append(where)
+        mine = range(min(self._tb_start, len(self.failures)), len(self.failures))
+        for i in mine:  # the traceback's failures share its list of SGLang frames (innermost last)
+            self.failures[i].values["frames"] = self._tb_frames
+        if ev.values.get("stage") is None:
+            return
         stage = str(ev.values["stage"])
         self._tb_stage = stage if self._tb_stage is None else _later(self._tb_stage, stage)
-        for i in range(min(self._tb_start, len(self.failures)), len(self.failures)):
+        if not mine and "frame" in ev.values:  # a traceback with no error line (yet): if none follows, it was cut
+            self.cut_stage = stage if self.cut_stage is None else _later(self.cut_stage, stage)
+        for i in mine:
             f = self.failures[i]
             later = _later(f.stage, stage)
             if later != f.stage:
@@ -477,8 +519,8 @@ class TimelineBuilder:
         drafting = [r for r in self.ranks.values() if r.in_draft]
         return max((_current_stage(r) for r in drafting or self.ranks.values()), key=STAGES.index)
 
-    def result(self) -> NodeLog:
-        """The frozen summary of everything fed so far."""
+    def result(self, with_earlier: bool = True) -> NodeLog:
+        """The frozen summary of everything fed so far (with the file's earlier launch attempts)."""
         return NodeLog(
             node=self.node, ranks=tuple(r.freeze() for r in sorted(self.ranks.values(), key=_label_order)),
             failures=tuple(self.failures), came_up=self.came_up,
@@ -486,7 +528,9 @@ class TimelineBuilder:
             server_args=dict(self.server_args), versions=tuple(self.versions), max_total=dict(self.max_total),
             profiled=dict(self.profiled), workers=tuple(self.workers.values()), new_format=self.new_format,
             attempts=max(self.attempts, 1), bench=self.bench, release_span=self.releases.span(),
-            first_ts=self.first_ts, last_ts=self.last_ts,
+            first_ts=self.first_ts, last_ts=self.last_ts, traceback_stage=self.cut_stage,
+            model_types=tuple(self.model_types),
+            earlier=tuple(self.earlier) if with_earlier else (),
         )
 
 

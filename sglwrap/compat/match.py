@@ -114,7 +114,7 @@ def version_ok(version: str | None, spec: str) -> bool:
     if spec in ("*", ""):
         return True
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from sglwrap.versions import InvalidVersion, Version
 
     tag = version.split("+", 1)[1] if "+" in version else ""
     clauses = []

@@ -270,14 +270,14 @@ def _verify_observed(case: Mapping[str, Any]) -> float | None:
 
 def fit_verify_graph_legacy(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """Relative residual of the source model of pre-0.4.4 verify graphs on the launches that log them."""
-    from sglwrap.memory.explain import _vkey
     from sglwrap.memory.extras import LEGACY_VERIFY_BEFORE
+    from sglwrap.versions import at_least
 
     pts: list[tuple[str, float, float]] = []
     for c in cases:
         v = c.get("version_for_plan")
         obs = _verify_observed(c) if is_speculative(c) else None
-        if obs is None or not v or _vkey(str(v)) >= LEGACY_VERIFY_BEFORE or not c.get("argv"):
+        if obs is None or not v or at_least(str(v), LEGACY_VERIFY_BEFORE) or not c.get("argv"):
             continue
         model = _plan_case(c).budget.draft_graphs / GIB
         pts.append((c["id"], round(obs, 2), model))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from sglwrap.diskmemo import disk_memo
 from sglwrap.errors import ConfigError, UsageError
 from sglwrap.preflight.model import Context, Status, Verdict
+from sglwrap.versions import InvalidVersion, Version, at_least, before, strict
 
 if TYPE_CHECKING:  # the model reader is imported when a model is checked, not when preflight starts
     from sglwrap.memory.model import ModelShape
@@ -214,13 +215,11 @@ def release_architectures(ctx: Context, version: str) -> tuple[frozenset[str], s
 
 def first_release_with(arch: str, catalogue: Mapping[str, Iterable[str]]) -> str | None:
     """The oldest release in ``catalogue`` (version -> architectures) that registers ``arch``."""
-    from packaging.version import InvalidVersion, Version
-
     found: list[Version] = []
     for v, archs in catalogue.items():
         try:
             if arch in set(archs):
-                found.append(Version(v))
+                found.append(strict(v))
         except InvalidVersion:
             continue
     return str(min(found)) if found else None
@@ -251,7 +250,7 @@ def arch_verdict(archs: list[str], registered: frozenset[str], version: str, whe
         return Verdict(cid, Status.PASS, f"SGLang {version} registers {hit[0]} ({where})")
     firsts = {a: first_release_with(a, catalogue) for a in archs}
     named = [f"{a} (first in {r} of the releases sglwrap has data for)" for a, r in firsts.items() if r]
-    since = min((r for r in firsts.values() if r), default=None, key=_vkey)
+    since = min((r for r in firsts.values() if r), default=None, key=strict)
     later = f"; {', '.join(named)}" if named else "; no release sglwrap knows registers it"
     fix = f"upgrade SGLang to >= {since}" if since else "use a model SGLang supports"
     head = f"SGLang {version} does not register {', '.join(archs)} ({where}){later}"
@@ -268,18 +267,12 @@ def arch_verdict(archs: list[str], registered: frozenset[str], version: str, whe
                    "now' (srt/models/registry.py)", fix)
 
 
-def _vkey(v: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.+]", v))
-
-
 def between_releases(archs: list[str], version: str, catalogue: Mapping[str, Iterable[str]]) -> Verdict:
     """model-arch for a release sglwrap has no list of, from the nearest releases around it (pure): registered in
     an older one -> pass (SGLang does not drop models); absent from a newer one -> block; else unknown."""
     cid = "model-arch"
-    from packaging.version import Version
-
-    want = Version(version)
-    known = sorted(((Version(v), v) for v in catalogue), key=lambda t: t[0])
+    want = strict(version)
+    known = sorted(((strict(v), v) for v in catalogue), key=lambda t: t[0])
     older = [v for pv, v in known if pv < want]
     newer = [v for pv, v in known if pv > want]
     if older and any(a in set(catalogue[older[-1]]) for a in archs):
@@ -492,7 +485,7 @@ def check_model_parallel(ctx: Context) -> Verdict:
         env.update({k: v.value for k, v in ctx.profile.env.items()})
     ep = a.ep if a.ep > 1 else (a.tp if a.get("enable_ep_moe") or a.get("enable_deepep_moe") else 1)  # 0.4.x
     attn_dp = a.attn_dp
-    if a.get("enable_dp_attention") and (0, 3, 6) <= _vkey(target_version(ctx))[:3] < (0, 4, 6):
+    if a.get("enable_dp_attention") and at_least(target_version(ctx), "0.3.6") and before(target_version(ctx), "0.4.6"):
         attn_dp = a.tp  # these releases set dp_size = tp_size under DP attention (server_args.py:254 in 0.4.3)
     probs = parallel_problems(mf.shape, mf.config, tp=a.tp, pp=a.pp, ep=ep, attn_dp=attn_dp,
                               moe_a2a=None if moe_a2a is None else str(moe_a2a), environ=env)
@@ -512,10 +505,9 @@ def context_override_default(version: str) -> bool | None:
     SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is unset: None for releases without the check (< 0.3.6), True for
     0.4.6-0.4.10 (``get_bool_env_var(..., default="True")``, model_config.py:112 in 0.4.6), False otherwise (0.3.6-0.4.3
     and 0.5.1+: ``EnvBool(False)`` in srt/environ.py from 0.5.3)."""
-    v = _vkey(version)[:3]
-    if v < (0, 3, 6):
+    if before(version, "0.3.6"):
         return None
-    return (0, 4, 6) <= v < (0, 5, 0)
+    return at_least(version, "0.4.6") and before(version, "0.5.0")
 
 
 def check_context_length(ctx: Context) -> Verdict:
@@ -542,7 +534,7 @@ def check_context_length(ctx: Context) -> Verdict:
         return Verdict(cid, Status.WARN, f"{msg}: SGLang {version} does not check it; {risk}",
                        f"use --context-length <= {derived} unless the model really supports more")
     raw = ctx.env("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")
-    ci = (ctx.env("SGLANG_IS_IN_CI") or "").strip().lower() in ("1", "true") and _vkey(version)[:3] >= (0, 5, 1)
+    ci = (ctx.env("SGLANG_IS_IN_CI") or "").strip().lower() in ("1", "true") and at_least(version, "0.5.1")
     allowed = default if raw is None else raw.strip().lower() in ("1", "true", "yes", "on")
     if allowed or ci:
         why = (f"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN={raw}" if raw is not None else

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from sglwrap.versions import InvalidVersion, Version
 
 from sglwrap.distinfo import canonical_name as canonicalize_name
 from sglwrap.preflight.model import Context, Status, Verdict

@@ -40,7 +40,7 @@ CONSEQUENCE = "AssertionError: Pipeline Parallel is not compatible with this mod
 
 
 def _pkey(version: str) -> Any:
-    from packaging.version import Version
+    from sglwrap.versions import Version
     return Version(version)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from packaging.version import InvalidVersion, Version
+from sglwrap.versions import InvalidVersion, Version
 
 from sglwrap.sglang.rules import ALL_RANGES
 from sglwrap.sglang.rules._base import Ctx, Range

@@ -243,14 +243,14 @@ def resolved_args(ctx: Context) -> Any | None:
         return _RESOLVED[key]
     res = None
     try:
-        from sglwrap.preflight.sglang_defaults import _traits
+        from sglwrap.memory.facts import model_traits_for
         from sglwrap.sglang.resolved import GpuInfo, resolve_server_args
 
         gpu = None
         if gpus:
             gpu = GpuInfo(total_mib=min(g.memory_total_bytes for g in gpus) / 2**20,
                           capability=tuple(gpus[0].compute_capability), name=gpus[0].name, count=len(gpus))
-        traits, _note = _traits(ctx.args.model_path)
+        traits, _note = model_traits_for(ctx.args.model_path)
         if version:
             res = resolve_server_args(ctx.args.canonical_given(), version, gpu, traits)  # type: ignore[arg-type]
     except Exception:  # another module's gap (an unreadable config, an unmodelled release) must not stop preflight
@@ -302,9 +302,9 @@ def _model_facts(ctx: Context) -> Any | None:
     if not path:
         return None
     try:
-        from sglwrap.preflight.checks_model import _load
+        from sglwrap.memory.facts import read_model_facts
 
-        facts = _load(path)
+        facts = read_model_facts(path)
     except Exception:  # an unreadable config is a fact nobody knows
         return None
     return None if isinstance(facts, str) else facts

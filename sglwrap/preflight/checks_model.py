@@ -16,16 +16,15 @@ import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.diskmemo import disk_memo
-from sglwrap.errors import ConfigError, UsageError
 from sglwrap.preflight.model import Context, Status, Verdict
 from sglwrap.versions import InvalidVersion, Version, at_least, before, strict
 
 if TYPE_CHECKING:  # the model reader is imported when a model is checked, not when preflight starts
+    from sglwrap.memory.facts import ModelFacts
     from sglwrap.memory.model import ModelShape
 
 # Releases from which an architecture SGLang does not register is handed to the Transformers backend
@@ -42,44 +41,10 @@ BUNDLED_DRAFT_ARCHS = frozenset({
 _NEXTN_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
 
 
-@dataclass(frozen=True)
-class ModelFacts:
-    """The model's config.json (raw), where it came from, and its shape as SGLang sizes it."""
-
-    config: dict[str, Any]
-    source: str
-    shape: ModelShape
-    directory: Path
-
-    @property
-    def text_config(self) -> dict[str, Any]:
-        for key in ("text_config", "llm_config", "language_config"):
-            sub = self.config.get(key)
-            if isinstance(sub, dict) and sub.get("num_hidden_layers"):
-                return sub
-        return self.config
-
-    @property
-    def architectures(self) -> list[str]:
-        archs = self.config.get("architectures") or self.text_config.get("architectures") or []
-        return [str(a) for a in archs]
-
-
-@functools.lru_cache(maxsize=16)
 def _load(model_path: str) -> ModelFacts | str:
-    from sglwrap.memory.model import find_config, shape_from_config
+    from sglwrap.memory.facts import read_model_facts
 
-    try:
-        path, source = find_config(model_path)
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-        shape = shape_from_config(cfg, name=model_path.rstrip("/").rsplit("/", 1)[-1], source=source,
-                                  directory=str(path.parent))
-    except UsageError:
-        return (f"--model-path {model_path}: no config.json (not a local directory, not in the offline Hugging Face "
-                "cache, not a built-in config)")
-    except (OSError, json.JSONDecodeError, ConfigError) as e:
-        return f"--model-path {model_path}: cannot read its config.json ({e})"
-    return ModelFacts(config=cfg, source=source, shape=shape, directory=path.parent)
+    return read_model_facts(model_path)
 
 
 def model_facts(ctx: Context) -> ModelFacts | str:
@@ -192,7 +157,7 @@ def installed_package_dir(python: str, dist: str = "sglang") -> Path | None:
 def _installed_pkg(ctx: Context, version: str) -> Path | None:
     from sglwrap.sglang.release import target_python
 
-    from sglwrap.preflight.deps import installed_sglang
+    from sglwrap.preflight.installed import installed_sglang
 
     if installed_sglang(ctx) != version:
         return None
@@ -304,7 +269,7 @@ def check_model_arch(ctx: Context) -> Verdict:
         return between_releases(mf.architectures, version, architectures_catalogue())
     has: bool | None = None
     if not any(a in reg[0] for a in mf.architectures) and _installed_pkg(ctx, version) is not None:
-        from sglwrap.preflight.deps import installed_dirs, transformers_classes
+        from sglwrap.preflight.installed import installed_dirs, transformers_classes
         from sglwrap.sglang.release import target_python
 
         tdir = installed_dirs(target_python(ctx.environ)).get("transformers")

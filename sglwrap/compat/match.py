@@ -49,6 +49,7 @@ Conditions:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -113,8 +114,9 @@ def version_ok(version: str | None, spec: str) -> bool:
     spec = str(spec).strip()
     if spec in ("*", ""):
         return True
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from sglwrap.versions import InvalidVersion, Version
+    from packaging.specifiers import InvalidSpecifier
+
+    from sglwrap.versions import InvalidVersion
 
     tag = version.split("+", 1)[1] if "+" in version else ""
     clauses = []
@@ -128,10 +130,23 @@ def version_ok(version: str | None, spec: str) -> bool:
     if not clauses:
         return True
     try:
-        v = Version(version)
-        return SpecifierSet(",".join(clauses)).contains(v, prereleases=True)
+        return _specifier(",".join(clauses)).contains(_version(version), prereleases=True)
     except (InvalidVersion, InvalidSpecifier):
         return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _specifier(text: str) -> Any:
+    from packaging.specifiers import SpecifierSet
+
+    return SpecifierSet(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _version(text: str) -> Any:
+    from sglwrap.versions import strict
+
+    return strict(text)
 
 
 def _cc(text: Any) -> tuple[int, int]:

@@ -40,11 +40,11 @@ class ModelFacts:
 @functools.lru_cache(maxsize=16)
 def read_model_facts(model_path: str) -> ModelFacts | str:
     """The model's config.json read once per run (as the memory planner finds it), or why it cannot be read."""
-    from sglwrap.memory.model import find_config, shape_from_config
+    from sglwrap.memory.model import config_text, find_config, shape_from_config
 
     try:
         path, source = find_config(model_path)
-        cfg = json.loads(path.read_text(encoding="utf-8"))
+        cfg = json.loads(config_text(path))
         shape = shape_from_config(cfg, name=model_path.rstrip("/").rsplit("/", 1)[-1], source=source,
                                   directory=str(path.parent))
     except UsageError:

@@ -252,7 +252,9 @@ def check_sglang_selfcheck(ctx: Context) -> Verdict:
     spec = {"argv": argv, "gpus": len(gpus), "cc": list(g0.compute_capability) if g0 else [0, 0],
             "mem_bytes": g0.memory_total_bytes if g0 else 0, "gpu_name": g0.name if g0 else "", "env": sglang_env,
             "options": verdict_options(ctx.args.given_values)}
-    key = selfcheck_key(spec, python, version, cfg_path.read_bytes())
+    from sglwrap.memory.model import config_text
+
+    key = selfcheck_key(spec, python, version, config_text(cfg_path).encode())
     cache = _cache_dir(ctx.environ) / f"{key}.json"
     stamps = release_stamps(python)  # taken before the child reads the release
     res = read_kept(cache, stamps)

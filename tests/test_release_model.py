@@ -92,6 +92,19 @@ def test_diagnose_names_the_graph_flag_of_the_logs_release(version: str) -> None
     parse_cmdline(["--model-path", "m", flag, "64"], bundled_table(version))  # SGLang's parser takes it
 
 
+@pytest.mark.parametrize("version", ["0.5.20", "0.5.21", "0.5.22"])
+def test_the_graph_fix_spelling_parses_where_the_plain_flag_is_refused(version: str) -> None:
+    """0.5.20-0.5.22 have only -decode/-prefill: the plain spelling is an ambiguous prefix there (SGLang exits 2),
+    so a fix tried with it was dropped by the fix search; the spelling from the release's table parses."""
+    from sglwrap.errors import UsageError
+
+    table = bundled_table(version)
+    with pytest.raises(UsageError):
+        parse_cmdline(["--model-path", "m", "--cuda-graph-max-bs", "64"], table)
+    cmd = parse_cmdline(["--model-path", "m"], table)
+    assert cmd.with_args([release_flag("cuda_graph_max_bs", version), "64"]).get("cuda_graph_max_bs_decode") == 64
+
+
 @pytest.mark.parametrize("version", ["0.5.12", "0.5.21"])
 def test_memory_offers_graph_fixes_on_every_release(version: str) -> None:
     """The fallback advice names the release's own graph flag; on 0.5.20-0.5.22 the plain spelling is an

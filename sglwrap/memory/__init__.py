@@ -266,7 +266,7 @@ def _is_rocm(facts: HostFacts) -> bool:
 
 def _resolved(args: ServerArgs, shape: ModelShape, facts: HostFacts, gpu_total: int, profile_mfs: float | None,
               version: str | None) -> Resolved:
-    """SGLang's defaults for the plan's release (``sglwrap.sglang.resolved``; 0.5.23 when no release is named)."""
+    """SGLang's defaults for the plan's release (``sglwrap.sglang.resolved``; the newest known release when none is named)."""
     g = facts.gpus[0] if facts.gpus else None
     return resolve(args, shape, gpu_total / (1 << 20), profile_mfs=profile_mfs, version=version,
                    capability=tuple(g.compute_capability) if g and g.compute_capability else None,  # type: ignore[arg-type]

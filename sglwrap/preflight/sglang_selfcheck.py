@@ -9,11 +9,12 @@ itself (an import error, a timeout, a CUDA call the patches do not cover) is a w
 
 The child starts only where seconds are expected: in ``sglwrap launch`` and ``preflight --deep``
 (``Context.deep``). Its result is kept under ``$XDG_CACHE_HOME/sglwrap/selfcheck/``, keyed by what can change the
-verdict (release, interpreter, the options the user set except those SGLang only serves or logs with — ``--port``,
-``--host``, API keys, log options —, config.json, GPU facts, SGLANG_* environment) and stored with stamps of the
-release's files taken before the child ran (the interpreter, the ``sglang`` distribution's RECORD): a reinstall
-invalidates it. A plain preflight reads a kept result and otherwise skips the check, saying how to run it. With only
-``--assume-stack`` naming a release (not installed), the generated rules of ``checks_model`` stand in.
+verdict (release, interpreter, the options the user set except those SGLang only serves or logs with: ``--port``
+unless another port is set, ``--host``, an API key's value, log options; config.json, GPU facts, SGLANG_*
+environment) and stored with stamps of the release's files taken before the child ran (the interpreter, the
+``sglang`` distribution's RECORD): a reinstall invalidates it. A plain preflight reads a kept result and otherwise
+skips the check, saying how to run it. With only ``--assume-stack`` naming a release (not installed), the generated
+rules of ``checks_model`` stand in.
 """
 
 from __future__ import annotations
@@ -33,9 +34,13 @@ from sglwrap.preflight.model import Context, Status, Verdict
 
 SELFCHECK_TIMEOUT_S = 240
 CACHE_SCHEMA = 2
-# Options SGLang only serves, authenticates or logs with: no check of prepare_server_args, resolution,
-# check_server_args or ModelConfig depends on them, so they do not key the kept result.
-VERDICT_FREE_DESTS = frozenset({"port", "host", "api_key", "admin_api_key", "served_model_name"})
+# Options whose value SGLang only serves, authenticates or logs with (0.5.23 srt/arg_groups/*_hook.py): they do not
+# key the kept result, except where a check reads them. --port is compared with the other ports
+# (validation_hook.py:359 --grpc-port, pd_disaggregation_hook.py:275-284 the bootstrap port), so it keys the result
+# when another *_port option is set; an API key's presence is refused with --grpc-port (serving_hook.py:428), so its
+# presence keys it, never its value. --served-model-name is checked (validation_hook.py:214, no ':').
+VERDICT_FREE_DESTS = frozenset({"host"})
+PRESENCE_ONLY_DESTS = frozenset({"api_key", "admin_api_key"})
 VERDICT_FREE_PREFIXES = ("log_",)
 # What SGLang raises for a command line it refuses; anything else (RuntimeError of a device query the patches do
 # not cover, ImportError) is the harness failing, a warning.
@@ -131,9 +136,15 @@ def _sub_model_path(argv: Sequence[str], model_path: str, directory: str) -> lis
 
 
 def verdict_options(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The options the user set (destination -> value) that can change SGLang's verdict (pure)."""
-    return {d: v for d, v in given.items()
-            if d not in VERDICT_FREE_DESTS and not d.startswith(VERDICT_FREE_PREFIXES)}
+    """The options the user set (destination -> value) that can change SGLang's verdict (pure): no host or log
+    option, an API key as its presence only, ``--port`` only beside another ``*_port`` option."""
+    other_ports = any(d.endswith("_port") and d != "port" for d in given)
+    out: dict[str, Any] = {}
+    for d, v in given.items():
+        if d in VERDICT_FREE_DESTS or d.startswith(VERDICT_FREE_PREFIXES) or (d == "port" and not other_ports):
+            continue
+        out[d] = (v is not None) if d in PRESENCE_ONLY_DESTS else v
+    return out
 
 
 def selfcheck_key(spec: Mapping[str, Any], python: str, version: str, config_bytes: bytes) -> str:

@@ -130,3 +130,14 @@ def test_no_upward_imports() -> None:
 def test_cycle_finder_finds_a_cycle() -> None:
     g = {"sglwrap.errors": {"sglwrap.versions"}, "sglwrap.versions": {"sglwrap.errors"}}
     assert _cycles(g) == [["sglwrap.errors", "sglwrap.versions"]]
+
+
+# Maintainers' generators (run by hand or in CI with --check): never imported by the code a user runs.
+GENERATORS = {"sglwrap.memory.fitting", "sglwrap.sglang.generate_model_parallel", "sglwrap.sglang.check_defaults",
+              "sglwrap.diagnose.gen_catalogue"}
+
+
+def test_generators_are_not_imported_at_run_time() -> None:
+    bad = [f"{a} imports {b}" for a, targets in sorted(_graph().items()) if a not in GENERATORS
+           for b in sorted(targets & GENERATORS)]
+    assert not bad, "\n".join(bad)

@@ -1,4 +1,4 @@
-"""The ``sglwrap`` command: replay a memoized run when its inputs are unchanged, else run the CLI (recording)."""
+"""The ``sglwrap`` command: the CLI, imported only once the command runs."""
 
 from __future__ import annotations
 
@@ -8,15 +8,6 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run sglwrap with ``argv`` (default: sys.argv[1:]) and return the exit code."""
-    from sglwrap import runmemo
+    from sglwrap.cli import main as cli_main
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    code = runmemo.replay(args)
-    if code is not None:
-        return code
-    with runmemo.recording(args) as rec:
-        from sglwrap.cli import main as cli_main
-
-        code = cli_main(args)
-        runmemo.finish(rec, code)
-    return code
+    return cli_main(list(sys.argv[1:] if argv is None else argv))

@@ -34,18 +34,16 @@ SERVER_MODULE = "sglang.launch_server"
 # same try/finally kill_process_tree. Exec'd through `python -c` so the PID, signals and exit code stay SGLang's and no
 # console script has to exist next to the interpreter.
 SERVE_ENTRY = "sglang serve"
-SERVE_SINCE = (0, 5, 10)
+SERVE_SINCE = "0.5.10"
 SERVE_BOOT = "import sys; from sglang.cli.main import main; sys.argv[0] = 'sglang'; sys.exit(main())"
 MANIFEST_NAME = "manifest.json"
 
 
 def server_entry(version: object) -> str:
     """What to exec for SGLang ``version``: :data:`SERVE_ENTRY` from 0.5.10 on, else :data:`SERVER_MODULE`."""
-    try:
-        parts = tuple(int(p) for p in str(version).split("+")[0].split(".")[:3])
-    except ValueError:
-        return SERVER_MODULE
-    return SERVE_ENTRY if parts >= SERVE_SINCE else SERVER_MODULE
+    from sglwrap.versions import at_least
+
+    return SERVE_ENTRY if at_least(str(version), SERVE_SINCE) else SERVER_MODULE
 
 
 def entry_argv(python: str, module: str) -> list[str]:

@@ -1,9 +1,10 @@
 """What a profile's ``sglang:`` settings and ``features:`` mean, and which SGLang flags express them.
 
 Profiles name server settings by meaning (``cuda_graph_max_bs``); the flag that carries the meaning changed
-between SGLang versions (0.5.23 split ``--cuda-graph-max-bs`` into ``-decode``/``-prefill``, and its parser's
-abbreviation matching makes the old spelling an "ambiguous option" error). Candidates are listed newest first;
-``sglwrap.sglang.flags`` picks the first one the installed SGLang has, matched exactly.
+between SGLang versions (the release data shows ``--cuda-graph-max-bs-decode``/``-prefill`` from 0.5.14, the old
+``--cuda-graph-max-bs`` a deprecated alias until it is gone in 0.5.20, where the parser's abbreviation matching makes
+it an "ambiguous option" error). Candidates are listed newest first; ``sglwrap.sglang.flags.setting_flag`` picks the
+first one the target release's flag table has, matched exactly: this list is the only place a spelling is named.
 """
 
 from __future__ import annotations

@@ -54,3 +54,32 @@ def test_what_sglang_refuses_is_the_same_usage_error_everywhere(bad: list[str]) 
         errors.add(err.strip().splitlines()[-1])
     assert len(errors) == 1, errors
     assert bad[0] in errors.pop()
+
+
+_OPENED: dict[str, int] = {}
+
+
+def _count_opens(event: str, args: tuple[object, ...]) -> None:
+    if event == "open" and isinstance(args[0], str) and args[0] in _OPENED:
+        _OPENED[args[0]] += 1
+
+
+def test_the_models_config_is_read_once_per_preflight(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The checks, the release rules, the knowledge base and the accountant share one reading of config.json."""
+    import shutil
+    import sys
+
+    model = tmp_path / "m"
+    shutil.copytree(MODEL, model)
+    config = str(model / "config.json")
+    _OPENED[config] = 0
+    if _count_opens not in getattr(sys, "_sglwrap_test_hooks", ()):
+        sys.addaudithook(_count_opens)  # audit hooks cannot be removed; this one only counts the path above
+        sys._sglwrap_test_hooks = (_count_opens,)  # type: ignore[attr-defined]
+    try:
+        rc, out, _ = _run(["preflight", "--json", "--assume", "8xH200", "--", "--model-path", str(model),
+                           "--tp-size", "2"])
+        assert rc == 0 and json.loads(out)["verdict"] == "ok"
+        assert _OPENED[config] == 1
+    finally:
+        del _OPENED[config]

@@ -108,10 +108,14 @@ def test_issue_example_context_length_blocks_with_sglangs_words() -> None:
 
 @requires_sglang
 def test_sglangs_own_checks_run_for_real_then_from_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cold child of the installed SGLang raises ModelConfig's ValueError; the second run reads the cache."""
+    """A plain preflight does not start the child; --deep does, and its child of the installed SGLang raises
+    ModelConfig's ValueError; a later plain run reads the kept result, also with another --port."""
     monkeypatch.setenv("SGLWRAP_SELFCHECK", "1")
     argv = ("--assume", "8xH200", "--", "--model-path", "Llama-3.1-8B", "--context-length", "1000000")
     code, result, err = preflight(*argv)
+    assert by_id(result)["sglang-selfcheck"]["status"] == "skip" and "running SGLang" not in err
+    assert "--deep" in by_id(result)["sglang-selfcheck"]["reason"]
+    code, result, err = preflight("--deep", *argv)
     v = by_id(result)["sglang-selfcheck"]
     assert code == 78 and v["status"] == "block", v
     # SGLang's own message, raised by its own code (not sglwrap's copy of it)
@@ -119,14 +123,17 @@ def test_sglangs_own_checks_run_for_real_then_from_the_cache(monkeypatch: pytest
     assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in v["reason"] and "model_config.py" in v["reason"]
     assert "running SGLang" in err
     t0 = time.monotonic()
-    _, again, err2 = preflight(*argv)
+    _, again, err2 = preflight(*argv, "--port", "31234", "--log-level", "debug")
     w = by_id(again)["sglang-selfcheck"]
     assert w["status"] == "block" and "(cached)" in w["reason"] and "running SGLang" not in err2
     assert time.monotonic() - t0 < 30  # no SGLang import on a cache hit
     # the env override SGLang reads reaches the child: with it, SGLang accepts the command line
     monkeypatch.setenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1")
-    _, allowed, _ = preflight(*argv)
+    _, allowed, _ = preflight("--deep", *argv)
     assert by_id(allowed)["sglang-selfcheck"]["status"] == "pass"
+    # a changed option that can change the verdict is a new key: not answered from the kept result
+    _, other, _ = preflight(*argv[:-1], "900000")
+    assert by_id(other)["sglang-selfcheck"]["status"] == "skip"
 
 
 @requires_sglang

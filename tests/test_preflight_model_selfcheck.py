@@ -85,3 +85,29 @@ def test_a_bare_assert_is_shown_by_its_source_line() -> None:
            "line": "assert cfg.tp_size % cfg.dp_size == 0"}
     v = selfcheck_verdict(res, "0.5.23")
     assert v.status is Status.BLOCK and "assert cfg.tp_size % cfg.dp_size == 0" in v.reason
+
+
+def test_the_kept_result_is_keyed_by_what_can_change_the_verdict() -> None:
+    """--port, --host, log options and an API key's value do not change SGLang's verdict; --port beside another
+    port (--grpc-port must differ from it), an API key's presence (refused with --grpc-port) and
+    --served-model-name (no ':') do (0.5.23 srt/arg_groups/validation_hook.py, serving_hook.py)."""
+    from sglwrap.preflight.sglang_selfcheck import verdict_options
+
+    base = {"model_path": "m", "tp_size": 2}
+    same = verdict_options({**base, "port": 30001, "host": "0.0.0.0", "log_level": "debug", "api_key": "a"})
+    assert same == verdict_options({**base, "port": 30002, "log_requests": True, "api_key": "b"})
+    assert same != verdict_options({**base, "port": 30001})  # a key given or not
+    assert verdict_options({**base, "port": 1, "grpc_port": 5}) != verdict_options({**base, "port": 5, "grpc_port": 5})
+    assert verdict_options({**base, "served_model_name": "a:b"}) != verdict_options({**base, "served_model_name": "a"})
+
+
+def test_a_kept_result_answers_only_under_the_release_stamps_it_was_kept_with(tmp_path: Path) -> None:
+    from sglwrap.preflight.sglang_selfcheck import keep, read_kept, release_stamps
+
+    stamps = release_stamps(sys.executable)
+    assert stamps and stamps[0][0] == os.path.realpath(sys.executable)
+    path = tmp_path / "k.json"
+    keep(path, stamps, {"ok": True})
+    assert read_kept(path, stamps) == {"ok": True}
+    reinstalled = [[p, size, mtime + 1, ino] for p, size, mtime, ino in stamps]  # a reinstall rewrites the files
+    assert read_kept(path, reinstalled) is None

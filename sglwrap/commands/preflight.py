@@ -19,7 +19,7 @@ from sglwrap.argsplit import refuse_misplaced_own, split_own_args
 # sglwrap's own options here: name -> takes a value. None may equal an SGLang flag (checked in the tests).
 OWN_OPTIONS: dict[str, bool] = {
     "--profile": True, "--json": False, "--assume": True, "--assume-stack": True, "--force": False,
-    "--explain": True,
+    "--explain": True, "--deep": False,
 }
 
 
@@ -34,6 +34,7 @@ class PreflightOptions:
     assume_stack: str | None = None
     force: bool = False
     explain: str | None = None
+    deep: bool = False
 
 
 def add_parser(sub: Any) -> None:
@@ -48,6 +49,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--assume-stack", metavar="PKG=VER,...",
                    help="package versions and driver, e.g. sglang=0.5.23,torch=2.9.1+cu128,driver=580.95.05")
     p.add_argument("--force", action="store_true", help="an explicit flag for an unsupported feature only warns")
+    p.add_argument("--deep", action="store_true", help="also run the installed SGLang's own argument checks in a "
+                   "CPU child (sglang-selfcheck; seconds the first time for a command line, then kept; `launch` "
+                   "always runs them)")
     p.add_argument("--explain", metavar="ID", help="print one knowledge-base entry (its conditions, the error users "
                    "see, the fix and its public sources) and exit")
     p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments (after --)")
@@ -69,7 +73,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> PreflightOpti
     return PreflightOptions(
         profile=own.get("--profile"), sglang_args=tuple(sglang_args), json=bool(own.get("--json")),
         assume=own.get("--assume"), assume_stack=own.get("--assume-stack"), force=bool(own.get("--force")),
-        explain=own.get("--explain"))
+        explain=own.get("--explain"), deep=bool(own.get("--deep")))
 
 
 def preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
@@ -102,7 +106,7 @@ def _preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any,
     profile = load_profile(name, environ)
     facts = gather_facts(opts.assume, opts.assume_stack, python=python, environ=environ)
     t1 = time.monotonic()
-    result = run_preflight(facts, profile, cmd, flags=cmd.table, environ=environ, force=opts.force)
+    result = run_preflight(facts, profile, cmd, flags=cmd.table, environ=environ, force=opts.force, deep=opts.deep)
     probe = facts.probes.get("stack") or {}
     timing = {"facts_s": round(t1 - t0, 3), "total_s": round(time.monotonic() - t0, 3),
               "stack_probe": {"cache": probe.get("cache"), "probe_s": probe.get("probe_seconds")},

@@ -54,6 +54,7 @@ Conditions:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -119,8 +120,9 @@ def version_ok(version: str | None, spec: str) -> bool:
     spec = str(spec).strip()
     if spec in ("*", ""):
         return True
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from packaging.specifiers import InvalidSpecifier
+
+    from sglwrap.versions import InvalidVersion
 
     tag = version.split("+", 1)[1] if "+" in version else ""
     clauses = []
@@ -134,10 +136,23 @@ def version_ok(version: str | None, spec: str) -> bool:
     if not clauses:
         return True
     try:
-        v = Version(version)
-        return SpecifierSet(",".join(clauses)).contains(v, prereleases=True)
+        return _specifier(",".join(clauses)).contains(_version(version), prereleases=True)
     except (InvalidVersion, InvalidSpecifier):
         return False
+
+
+@functools.lru_cache(maxsize=1024)
+def _specifier(text: str) -> Any:
+    from packaging.specifiers import SpecifierSet
+
+    return SpecifierSet(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _version(text: str) -> Any:
+    from sglwrap.versions import strict
+
+    return strict(text)
 
 
 def _cc(text: Any) -> tuple[int, int]:
@@ -249,14 +264,14 @@ def resolved_args(ctx: Context) -> Any | None:
         return _RESOLVED[key]
     res = None
     try:
-        from sglwrap.preflight.sglang_defaults import _traits
+        from sglwrap.memory.facts import model_traits_for
         from sglwrap.sglang.resolved import GpuInfo, resolve_server_args
 
         gpu = None
         if gpus:
             gpu = GpuInfo(total_mib=min(g.memory_total_bytes for g in gpus) / 2**20,
                           capability=tuple(gpus[0].compute_capability), name=gpus[0].name, count=len(gpus))
-        traits, _note = _traits(ctx.args.model_path)
+        traits, _note = model_traits_for(ctx.args.model_path)
         if version:
             res = resolve_server_args(ctx.args.canonical_given(), version, gpu, traits)  # type: ignore[arg-type]
     except Exception:  # another module's gap (an unreadable config, an unmodelled release) must not stop preflight
@@ -308,9 +323,9 @@ def _model_facts(ctx: Context) -> Any | None:
     if not path:
         return None
     try:
-        from sglwrap.preflight.checks_model import _load
+        from sglwrap.memory.facts import read_model_facts
 
-        facts = _load(path)
+        facts = read_model_facts(path)
     except Exception:  # an unreadable config is a fact nobody knows
         return None
     return None if isinstance(facts, str) else facts

@@ -55,16 +55,14 @@ class Budget:
 
 
 def graph_flag(nodes: tuple[NodeLog, ...], version: str | None) -> str:
-    """The decode CUDA-graph batch-size flag of the SGLang that wrote the log."""
-    if any(n.new_format for n in nodes) or (version is not None and _ver(version) >= (0, 5, 10)):
-        return "--cuda-graph-max-bs-decode"
-    return "--cuda-graph-max-bs"
+    """The decode CUDA-graph batch-size flag of the SGLang that wrote the log, from that release's flag table; a
+    log that names no release reads as the newest known release when it is in the new log format, else the oldest."""
+    from sglwrap.sglang.flags import release_flag
+    from sglwrap.versions import known_releases
 
-
-def _ver(v: str) -> tuple[int, ...]:
-    from sglwrap.versions import release
-
-    return release(v) or (0,)
+    if version is None and not any(n.new_format for n in nodes):
+        version = known_releases()[0]
+    return release_flag("cuda_graph_max_bs", version)
 
 
 def budget(ranks: tuple[RankMemory, ...], f: float | None) -> Budget:

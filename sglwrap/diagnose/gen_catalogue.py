@@ -14,7 +14,10 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from sglwrap.versions import Version
 
 SRC: Final = Path.home() / ".cache" / "sglwrap" / "releases" / "src"
 OUT: Final = Path(__file__).resolve().parents[1] / "data" / "diagnose" / "messages.json"
@@ -54,9 +57,11 @@ FIRST_LINE_IDS: Final = frozenset({"kv_exhausted"})
 _MARK_RES: Final = {k: re.compile(v) for k, v in MARKERS.items()}
 
 
-def version_key(v: str) -> tuple[int, ...]:
-    """Sort key of a release directory name such as ``0.5.10`` or ``0.4.3.post4``."""
-    return tuple(int(x) if x.isdigit() else -1 for x in re.split(r"[.]|post|rc", v) if x)
+def version_key(v: str) -> Version:
+    """Sort key of a release directory name such as ``0.5.10`` or ``0.4.3.post4`` (``sglwrap.versions``)."""
+    from sglwrap.versions import strict
+
+    return strict(v)
 
 
 def _piece(node: ast.expr) -> str:

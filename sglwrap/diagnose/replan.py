@@ -109,7 +109,9 @@ def context(report: Report, model_path: str | None = None) -> Context | str:
     from sglwrap.memory.budget import Observed
 
     rank, weights_gib = found
-    version = report.sglang_version or ("0.5.23" if report.log_format == "0.5.23-style" else "0.5.9")
+    from sglwrap.versions import newest_known
+
+    version = report.sglang_version or (newest_known() if report.log_format == "0.5.23-style" else "0.5.9")
     tp = int(float(args.get("tp_size") or 1)) * int(float(args.get("pp_size") or 1))  # type: ignore[arg-type]
     total = _gpu_total_bytes(report.finding.error) or int((rank.avail_before_weights_gib + 2) * GIB)
     gpus = tuple(GpuFacts(index=i, name="GPU from the log", compute_capability=(9, 0), memory_total_bytes=total)

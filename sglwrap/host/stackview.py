@@ -22,6 +22,20 @@ def parse_version(text: str | None) -> Version | None:
     return release(text)
 
 
+def at_least(text: str | None, floor: str) -> bool:
+    """``sglwrap.versions.at_least`` (imported when a table is consulted)."""
+    from sglwrap.versions import at_least as _at_least
+
+    return _at_least(text, floor)
+
+
+def before(text: str | None, floor: str) -> bool:
+    """``sglwrap.versions.before``."""
+    from sglwrap.versions import before as _before
+
+    return _before(text, floor)
+
+
 def local_tag(text: str | None) -> str | None:
     """The ``+cuXXX`` local tag of a torch version, e.g. ``cu128``."""
     if not text or "+" not in text:
@@ -52,10 +66,11 @@ def torch_default_cuda(version: Version) -> str:
 
 def torch_arch_table(cuda: str | None) -> tuple[str, ...]:
     """SASS in PyPI torch builds by CUDA (pytorch#182849 RELEASE.md): <=12.6 stops at Hopper; 12.8+ has sm_120."""
-    cv = parse_version(cuda)
-    if cv is None:
+    from sglwrap.versions import at_least
+
+    if parse_version(cuda) is None:
         return ()
-    if cv >= (12, 8):
+    if at_least(cuda, "12.8"):
         return ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
     return ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
 
@@ -142,7 +157,7 @@ def _torch_part(pk: dict[str, str], probe: dict[str, Any], override: Any, origin
     if override:
         origin["torch"] += ", arch list given"
     # torch.utils.cpp_extension supported_arches gained 12.0 in pytorch#145436, first released in 2.7.
-    cpp = ("8.0", "8.6", "8.9", "9.0", "9.0a", "10.0", "10.0a") + (("12.0", "12.0a") if v >= (2, 7) else ())
+    cpp = ("8.0", "8.6", "8.9", "9.0", "9.0a", "10.0", "10.0a") + (("12.0", "12.0a") if at_least(ver, "2.7") else ())
     return {"torch": ver, "torch_cuda": cuda, "torch_arch_list": arches, "torch_cpp_arches": cpp}
 
 
@@ -159,9 +174,9 @@ def _flashinfer_part(ver: str | None, probe: dict[str, Any], origin: dict[str, s
         return {"fi_trtllm_comm_majors": None, "fi_mnnvl_majors": None, "fi_pcie_ipc": None}
     origin["flashinfer"] = f"table for flashinfer-python {ver}"
     # trtllm comm: [9, 10] in v0.4.0..v0.6.16; 12 added by PR #3903, first tag v0.6.17 (research-preflight §3).
-    trtllm = (9, 10, 12) if v >= (0, 6, 17) else (9, 10)
+    trtllm = (9, 10, 12) if at_least(ver, "0.6.17") else (9, 10)
     # PcieIpcAllReduceWorkspace: after tag v0.6.18, exported in 0.7.2 (flashinfer/comm/__init__.py:38).
-    pcie = True if v >= (0, 7, 2) else (False if v <= (0, 6, 18) else None)
+    pcie = True if at_least(ver, "0.7.2") else (False if before(ver, "0.6.19") else None)
     return {"fi_trtllm_comm_majors": trtllm, "fi_mnnvl_majors": (9, 10), "fi_pcie_ipc": pcie}
 
 
@@ -183,6 +198,6 @@ def _sglang_part(ver: str | None, probe: dict[str, Any], origin: dict[str, str])
     origin["sglang"] = f"table for sglang {ver}"
     # 0.5.23: _resolve_backend raises off SM90/SM10x (srt/layers/flashinfer_comm_fusion.py:46-50); not verified
     # for older releases, where FlashInfer's own JIT gate decides.
-    fusion = (9, 10) if v >= (0, 5, 23) else None
+    fusion = (9, 10) if at_least(ver, "0.5.23") else None
     # TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (srt/distributed/device_communicators/all_reduce_utils.py:3-16).
     return {"sglang_fusion_majors": fusion, "sglang_symm_majors": (9, 10), "sglang_symm_world_sizes": (2, 4, 6, 8)}

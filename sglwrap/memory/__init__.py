@@ -218,11 +218,11 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     draft = draft_model(shape, algo, args.speculative_draft_model_path, args.tp_size) if algo else None
     hybrid_swa = shape.swa is not None and not args.disable_hybrid_swa_memory  # model_config.py:1215-1218
     swa_ratio = (args.swa_full_tokens_ratio or DEFAULT_SWA_FULL_TOKENS_RATIO) if hybrid_swa else None
-    from sglwrap.memory.explain import _vkey
+    from sglwrap.versions import at_least
 
     # the draft's layers join the target's cell from 0.5.14 (pool_configurator.py eagle_draft_num_layers); before,
     # the draft worker sized its own pool afterwards and the target's pool held the target's layers only
-    draft_in_cell = draft is not None and (sglang_version is None or _vkey(sglang_version) >= (0, 5, 14))
+    draft_in_cell = draft is not None and (sglang_version is None or at_least(sglang_version, "0.5.14"))
     cell = cell_bytes(shape, attn_tp=args.attn_tp_size, pp=args.pp_size, kv_cache_dtype=args.kv_cache_dtype,
                       draft_layers=draft.kv_layers if draft and draft_in_cell else 0, swa_ratio=swa_ratio,
                       mamba_ssm_dtype=args.mamba_ssm_dtype, env=env)
@@ -251,8 +251,10 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
         from dataclasses import replace
 
         budget = replace(budget, notes=tuple(notes))
-    graph_flag = "--cuda-graph-max-bs-decode" if (sglang_version is None or
-                                                 _newer(sglang_version)) else "--cuda-graph-max-bs"
+    from sglwrap.sglang.flags import release_flag, setting_flag
+
+    # the spelling the release's own parser takes (its flag table), never a copy of the rename here
+    graph_flag = setting_flag("cuda_graph_max_bs", cmd.table) or release_flag("cuda_graph_max_bs", cmd.version)
     fix = None
     if search_fix:
         from sglwrap.memory.explain import classify
@@ -273,7 +275,7 @@ def _is_rocm(facts: HostFacts) -> bool:
 
 def _resolved(args: ServerArgs, shape: ModelShape, facts: HostFacts, gpu_total: int, profile_mfs: float | None,
               version: str | None) -> Resolved:
-    """SGLang's defaults for the plan's release (``sglwrap.sglang.resolved``; 0.5.23 when no release is named)."""
+    """SGLang's defaults for the plan's release (``sglwrap.sglang.resolved``; the newest known release when none is named)."""
     g = facts.gpus[0] if facts.gpus else None
     return resolve(args, shape, gpu_total / (1 << 20), profile_mfs=profile_mfs, version=version,
                    capability=tuple(g.compute_capability) if g and g.compute_capability else None,  # type: ignore[arg-type]
@@ -285,7 +287,7 @@ def _terms(facts: HostFacts, interconnect: str, shape: ModelShape, args: ServerA
            version: str | None) -> Terms:
     """The fitted and modelled terms of this launch (``fits``, ``extras``)."""
     from sglwrap.memory import fits
-    from sglwrap.memory.explain import _vkey
+    from sglwrap.versions import at_least
 
     cc = facts.gpus[0].compute_capability if facts.gpus else None
     n_sizes = len(resolved.decode_graph_sizes) if resolved.decode_graph else 0
@@ -296,7 +298,7 @@ def _terms(facts: HostFacts, interconnect: str, shape: ModelShape, args: ServerA
                               facts.gpus[0].name if facts.gpus else None), nccl_init=fits.nccl_fixed(interconnect), decode_graphs=graphs,
         weights_extra=fits.weights_extra(), weights_rel_pm=_weights_rel_pm(shape, params_based),
         draft_weights=draft.weights if draft else fits.exact(0, "no draft model"),
-        draft_in_weights=version is None or _vkey(version) >= (0, 5, 14),
+        draft_in_weights=version is None or at_least(version, "0.5.14"),
         draft_graphs=draft_graphs(graphs, draft.algorithm, capture=resolved.decode_graph_sizes,
                                   draft_tokens=args.speculative_num_draft_tokens
                                   or default_draft_tokens(version, shape.architecture),
@@ -376,9 +378,3 @@ def _swa_ratio_fix(cell: Cell, budget: Budget, args: ServerArgs) -> str | None:
         if _swa_pool(trial, budget.kv_budget, args).error is None:
             return f"--swa-full-tokens-ratio {step / 20:g} (the SWA pool must exceed the window + one page)"
     return None
-
-
-def _newer(version: str) -> bool:
-    from sglwrap.memory.explain import _vkey
-
-    return _vkey(version) >= (0, 5, 23)

@@ -35,7 +35,13 @@ _HF_CACHE_DIR = re.compile(r"^models--[^-].*?--(?P<name>.+)$")
 
 def catalogue_names() -> list[str]:
     """Names of the built-in configs (``sglwrap/data/models/<Name>/config.json``)."""
-    return sorted(p.parent.name for p in CATALOGUE_DIR.glob("*/config.json"))
+    return list(_catalogue_names())
+
+
+@cache
+def _catalogue_names() -> tuple[str, ...]:
+    # package data: listed once per process (it changes only with sglwrap)
+    return tuple(sorted(p.parent.name for p in CATALOGUE_DIR.glob("*/config.json")))
 
 
 def repo_name(model_path: str) -> str:

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from sglwrap.errors import UsageError
 from sglwrap.memory.args import ServerArgs
 from sglwrap.memory.model import ModelShape
+from sglwrap.versions import newest_known
 
-NEWEST_RULES = "0.5.23"  # the release planned for when none is named (the newest whose rules are coded)
+NEWEST_RULES = newest_known()  # the release planned for when none is named (the newest in the bundled data)
 
 
 @dataclass(frozen=True)
@@ -128,12 +129,11 @@ def runner_multimodal_factor(version: str) -> float:
     fraction was given or defaulted: x 0.95 up to 0.4.4 (0.3.0 ``model_runner.py:107``, 0.4.3 ``:138``, 0.4.4
     ``:242``), x 0.90 in 0.4.5-0.4.8 (0.4.5 ``:273``, 0.4.6 ``:308``, 0.4.8 ``:414``). From 0.4.9 the reduction
     moved into ``server_args`` and applies to the default only (the release rules, ``sglwrap.sglang.rules``)."""
-    from sglwrap.memory.explain import _vkey
+    from sglwrap.versions import before
 
-    key = _vkey(version)
-    if key < (0, 4, 5):
+    if before(version, "0.4.5"):
         return 0.95
-    if key < (0, 4, 9):
+    if before(version, "0.4.9"):
         return 0.90
     return 1.0
 

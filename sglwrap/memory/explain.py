@@ -15,14 +15,6 @@ def gib(n: float) -> str:
     return f"{n / GIB:.2f} GiB"
 
 
-def _vkey(v: str | None) -> tuple[int, ...]:
-    """Release numbers (sglwrap.versions; None reads as the newest modelled release, 0.5.23)."""
-    from sglwrap.versions import release
-
-    r = release(v or "0.5.23") or (0,)
-    return r + (0,) * (3 - len(r))
-
-
 @dataclass(frozen=True)
 class Verdict:
     """What will happen, what SGLang would say, and the one change that avoids it."""
@@ -35,7 +27,9 @@ class Verdict:
 
 def sglang_error(kind: str, b: Budget, version: str | None) -> str | None:
     """The text this SGLang version prints for the predicted failure (0.5.23 texts verified in its source)."""
-    new = _vkey(version) >= (0, 5, 23)
+    from sglwrap.versions import at_least, newest_known
+
+    new = at_least(version or newest_known(), "0.5.23")  # None: the newest known release
     f = b.mem_fraction_static
     if kind == "weights_dont_fit":
         return "torch.OutOfMemoryError: CUDA out of memory (while loading weights)"

@@ -37,17 +37,17 @@ if TYPE_CHECKING:
 SPEC_ALGOS = ("EAGLE", "EAGLE3", "NEXTN", "MTP", "STANDALONE")
 
 
-def _vkey(version: str | None) -> tuple[int, ...]:
-    from sglwrap.memory.explain import _vkey as vk
+def _before(version: str | None, floor: str) -> bool:
+    from sglwrap.versions import before
 
-    return vk(version)
+    return before(version, floor)
 
 
 def capture_sizes(max_bs: int, version: str | None) -> list[int]:
     """The decode-graph batch sizes this SGLang release captures for ``max_bs``."""
     if max_bs <= 0:
         return []
-    if _vkey(version) < (0, 5, 3):
+    if _before(version, "0.5.3"):
         sizes = [1, 2, 4] + list(range(8, max_bs + 1, 8))
     else:
         sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(range(512, max_bs + 1))
@@ -206,12 +206,12 @@ def draft_model(shape: ModelShape, algorithm: str, draft_path: str | None, tp: i
 def default_draft_tokens(version: str | None, architecture: str) -> int:
     """``--speculative-num-draft-tokens`` when not given: 64 in the dataclass up to 0.4.5 (0.4.3 server_args.py:127);
     from 0.4.6 ``auto_choose_speculative_params`` (0.5.9 server_args.py:5741-5775): 8 for Llama/Grok, else 4."""
-    if version is not None and _vkey(version) < (0, 4, 6):
+    if _before(version, "0.4.6"):
         return 64
     return 8 if architecture in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM") else 4
 
 
-LEGACY_VERIFY_BEFORE = (0, 4, 4)  # 0.4.3 captures in ascending order; 0.4.4 captures reversed(capture_bs)
+LEGACY_VERIFY_BEFORE = "0.4.4"  # 0.4.3 captures in ascending order; 0.4.4 captures reversed(capture_bs)
 
 
 def verify_graph_bytes(shape: ModelShape, capture: tuple[int, ...], draft_tokens: int, context_len: int,
@@ -267,7 +267,7 @@ def draft_graphs(target_graphs: Term, algorithm: str, *, capture: tuple[int, ...
     from sglwrap.memory.fits import load
 
     if (shape is not None and context_len and capture and draft_tokens > 1 and version is not None
-            and _vkey(version) < LEGACY_VERIFY_BEFORE):
+            and _before(version, LEGACY_VERIFY_BEFORE)):
         value, how = verify_graph_bytes(shape, capture, draft_tokens, context_len, tp)
         rel = float((load().get("verify_graph_legacy") or {}).get("rel_pm", 0.25))
         return Term(value, int(rel * value), f"{how}; ± {rel:.0%} (logged 0.4.1/0.4.2 EAGLE launches)")
@@ -428,7 +428,7 @@ def lora_buffers(shape: ModelShape, extra: Extra, tp: int, attn_tp: int | None =
     assumed with ± all of it (SGLang sizes the pool by the largest r; PEFT's default is 8): an unknown adapter
     widens the verdict's uncertainty instead of deciding it. Targets: --lora-target-modules, else the adapters'
     own, else every linear module (± half)."""
-    from sglwrap.versions import at_least, parse
+    from sglwrap.versions import at_least, newest_known, parse
 
     if not extra.lora or not extra.max_loras_per_batch:
         return exact(0, "no LoRA")
@@ -443,7 +443,7 @@ def lora_buffers(shape: ModelShape, extra: Extra, tp: int, attn_tp: int | None =
     if not r:
         return exact(0, "no LoRA")
     h, n = shape.hidden_size, extra.max_loras_per_batch
-    v = version or "0.5.23"
+    v = version or newest_known()
     atp = attn_tp or tp
     q = shape.num_attention_heads * shape.head_dim
     qkv_out = q + 2 * shape.num_kv_heads * shape.head_dim

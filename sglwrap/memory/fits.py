@@ -14,10 +14,22 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sglwrap.memory.fitting import family
-
 FITS_PATH = Path(__file__).resolve().parent.parent / "data" / "memory" / "fits.json"
 GIB = 1 << 30
+
+
+def family(compute_capability: tuple[int, int] | None) -> str:
+    """GPU family from the compute capability: the part of the overhead that moves with the architecture."""
+    if compute_capability is None:
+        return "unknown"
+    return {(8, 0): "ampere-dc", (8, 6): "ampere", (8, 9): "ada", (9, 0): "hopper", (10, 0): "blackwell-dc",
+            (12, 0): "blackwell-rtx", (12, 1): "blackwell-gb10"}.get(
+                (int(compute_capability[0]), int(compute_capability[1])), "unknown")
+
+
+def is_geforce(name: str | None) -> bool:
+    """A consumer (GeForce) card: it may drive a desktop, whose memory the log cannot separate from the overhead."""
+    return bool(name) and "GEFORCE" in str(name).upper()
 
 
 @dataclass(frozen=True)
@@ -57,8 +69,6 @@ def overhead(compute_capability: tuple[int, int] | None, total_bytes: int | None
              gpu_name: str | None = None) -> Term:
     """Memory used before NCCL on an idle GPU (driver reserve + CUDA context + torch): the line over the card's
     memory when its size is known (a GeForce card's ± also covers a desktop's share), else the family's mean."""
-    from sglwrap.memory.fitting import is_geforce
-
     table = load()["overhead"]
     line = table.get("by_memory")
     if line and total_bytes:

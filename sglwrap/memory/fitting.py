@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sglwrap.memory.fits import family, is_geforce
+
 GIB = float(1 << 30)
 MIB = float(1 << 20)
 # measured here, with its script: docs/data/h200_context_graph_probe.py (driver reserve + context, torch 2.11)
@@ -40,15 +42,6 @@ H200_PROBE = "docs/data/h200_context_graph_run1.json"
 # measured here: shared/data/nccl_sweep_h200x2.json, cumem0_default (SGLang's NCCL_CUMEM_ENABLE=0), 2 ranks NVLink
 H200X2_NCCL_INIT_MIB = 994.0
 FLOOR = {"overhead": 0.15, "nccl_fixed": 0.10, "decode_graph": 0.10, "weights_extra": 0.05}
-
-
-def family(compute_capability: tuple[int, int] | None) -> str:
-    """GPU family from the compute capability: the part of the overhead that moves with the architecture."""
-    if compute_capability is None:
-        return "unknown"
-    return {(8, 0): "ampere-dc", (8, 6): "ampere", (8, 9): "ada", (9, 0): "hopper", (10, 0): "blackwell-dc",
-            (12, 0): "blackwell-rtx", (12, 1): "blackwell-gb10"}.get(
-                (int(compute_capability[0]), int(compute_capability[1])), "unknown")
 
 
 def _cases(corpus: Path) -> list[dict[str, Any]]:
@@ -117,11 +110,6 @@ def fit_overhead(cases: list[dict[str, Any]], repo: Path) -> dict[str, Any]:
     out["default"] = {"gib": round(mean_all, 3), "pm_gib": all_pm, "cases": "every case above"}
     out["by_memory"] = _overhead_by_memory(cases, repo)
     return out
-
-
-def is_geforce(name: str | None) -> bool:
-    """A consumer (GeForce) card: it may drive a desktop, whose memory the log cannot separate from the overhead."""
-    return bool(name) and "GEFORCE" in str(name).upper()
 
 
 def _overhead_by_memory(cases: list[dict[str, Any]], repo: Path) -> dict[str, Any]:
@@ -270,14 +258,14 @@ def _verify_observed(case: Mapping[str, Any]) -> float | None:
 
 def fit_verify_graph_legacy(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """Relative residual of the source model of pre-0.4.4 verify graphs on the launches that log them."""
-    from sglwrap.memory.explain import _vkey
     from sglwrap.memory.extras import LEGACY_VERIFY_BEFORE
+    from sglwrap.versions import at_least
 
     pts: list[tuple[str, float, float]] = []
     for c in cases:
         v = c.get("version_for_plan")
         obs = _verify_observed(c) if is_speculative(c) else None
-        if obs is None or not v or _vkey(str(v)) >= LEGACY_VERIFY_BEFORE or not c.get("argv"):
+        if obs is None or not v or at_least(str(v), LEGACY_VERIFY_BEFORE) or not c.get("argv"):
             continue
         model = _plan_case(c).budget.draft_graphs / GIB
         pts.append((c["id"], round(obs, 2), model))

@@ -7,6 +7,7 @@ Only what the memory budget needs is read, with SGLang 0.5.23's own rules for it
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -367,11 +368,23 @@ def shape_from_config(cfg: dict[str, Any], *, name: str, source: str, directory:
             from None
 
 
+def config_text(path: Path) -> str:
+    """The text of a model's config file: read once per process while its stamp (size, mtime, inode), taken now, is
+    unchanged (preflight's checks, the release rules and the accountant all read the same file)."""
+    st = path.stat()
+    return _config_text(str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+@functools.lru_cache(maxsize=32)
+def _config_text(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    return Path(path).read_text(encoding="utf-8")
+
+
 def load_shape(model_path: str) -> ModelShape:
     """Find and read the model's config.json (see ``find_config``)."""
     path, source = find_config(model_path)
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
+        cfg = json.loads(config_text(path))
     except (OSError, json.JSONDecodeError) as e:
         raise ConfigError(f"{path}: cannot read config.json: {e}") from None
     return shape_from_config(cfg, name=model_path.rstrip("/").rsplit("/", 1)[-1], source=source,

@@ -199,9 +199,9 @@ def as_loaded_by(shape: ModelShape, version: str | None) -> ModelShape:
     (corpus 28, Llama-3.2-1B on 0.3.5: 2.91 GB logged, 2.44 with the head shared, 2.91 without)."""
     from dataclasses import replace
 
-    from sglwrap.memory.explain import _vkey
+    from sglwrap.versions import before
 
-    if (version is not None and _vkey(version) < (0, 4, 0) and shape.tie_word_embeddings and shape.lm_head
+    if (before(version, "0.4.0") and shape.tie_word_embeddings and shape.lm_head
             and shape.architecture in _SEPARATE_TIED_HEAD_BEFORE_040):
         return replace(shape, tie_word_embeddings=False)
     return shape

@@ -112,10 +112,9 @@ def _nccl_symm(ctx: Context) -> Verdict | None:
         return None
     st, cid = ctx.stack, "symm-mem"
     fix = "launch without --enable-symm-mem"
-    from sglwrap.host.stackview import parse_version
+    from sglwrap.versions import before
 
-    tv = parse_version(st.torch)
-    if tv is not None and tv < (2, 8):
+    if before(st.torch, "2.8"):
         return unsupported(ctx, cid, "symm_mem", flag, f"torch {st.torch} < 2.8: 'get_nccl_mem_pool' asserts "
                            "torch>=2.8 (pynccl_allocator.py:266-269)", fix)
     ccs = sorted({f"{g.compute_capability[0]}.{g.compute_capability[1]}" for g in ctx.facts.gpus})

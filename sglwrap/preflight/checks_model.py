@@ -16,15 +16,15 @@ import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.diskmemo import disk_memo
-from sglwrap.errors import ConfigError, UsageError
 from sglwrap.preflight.model import Context, Status, Verdict
+from sglwrap.versions import InvalidVersion, Version, at_least, before, strict
 
 if TYPE_CHECKING:  # the model reader is imported when a model is checked, not when preflight starts
+    from sglwrap.memory.facts import ModelFacts
     from sglwrap.memory.model import ModelShape
 
 # Releases from which an architecture SGLang does not register is handed to the Transformers backend
@@ -41,44 +41,10 @@ BUNDLED_DRAFT_ARCHS = frozenset({
 _NEXTN_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
 
 
-@dataclass(frozen=True)
-class ModelFacts:
-    """The model's config.json (raw), where it came from, and its shape as SGLang sizes it."""
-
-    config: dict[str, Any]
-    source: str
-    shape: ModelShape
-    directory: Path
-
-    @property
-    def text_config(self) -> dict[str, Any]:
-        for key in ("text_config", "llm_config", "language_config"):
-            sub = self.config.get(key)
-            if isinstance(sub, dict) and sub.get("num_hidden_layers"):
-                return sub
-        return self.config
-
-    @property
-    def architectures(self) -> list[str]:
-        archs = self.config.get("architectures") or self.text_config.get("architectures") or []
-        return [str(a) for a in archs]
-
-
-@functools.lru_cache(maxsize=16)
 def _load(model_path: str) -> ModelFacts | str:
-    from sglwrap.memory.model import find_config, shape_from_config
+    from sglwrap.memory.facts import read_model_facts
 
-    try:
-        path, source = find_config(model_path)
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-        shape = shape_from_config(cfg, name=model_path.rstrip("/").rsplit("/", 1)[-1], source=source,
-                                  directory=str(path.parent))
-    except UsageError:
-        return (f"--model-path {model_path}: no config.json (not a local directory, not in the offline Hugging Face "
-                "cache, not a built-in config)")
-    except (OSError, json.JSONDecodeError, ConfigError) as e:
-        return f"--model-path {model_path}: cannot read its config.json ({e})"
-    return ModelFacts(config=cfg, source=source, shape=shape, directory=path.parent)
+    return read_model_facts(model_path)
 
 
 def model_facts(ctx: Context) -> ModelFacts | str:
@@ -191,7 +157,7 @@ def installed_package_dir(python: str, dist: str = "sglang") -> Path | None:
 def _installed_pkg(ctx: Context, version: str) -> Path | None:
     from sglwrap.sglang.release import target_python
 
-    from sglwrap.preflight.deps import installed_sglang
+    from sglwrap.preflight.installed import installed_sglang
 
     if installed_sglang(ctx) != version:
         return None
@@ -214,13 +180,11 @@ def release_architectures(ctx: Context, version: str) -> tuple[frozenset[str], s
 
 def first_release_with(arch: str, catalogue: Mapping[str, Iterable[str]]) -> str | None:
     """The oldest release in ``catalogue`` (version -> architectures) that registers ``arch``."""
-    from packaging.version import InvalidVersion, Version
-
     found: list[Version] = []
     for v, archs in catalogue.items():
         try:
             if arch in set(archs):
-                found.append(Version(v))
+                found.append(strict(v))
         except InvalidVersion:
             continue
     return str(min(found)) if found else None
@@ -251,7 +215,7 @@ def arch_verdict(archs: list[str], registered: frozenset[str], version: str, whe
         return Verdict(cid, Status.PASS, f"SGLang {version} registers {hit[0]} ({where})")
     firsts = {a: first_release_with(a, catalogue) for a in archs}
     named = [f"{a} (first in {r} of the releases sglwrap has data for)" for a, r in firsts.items() if r]
-    since = min((r for r in firsts.values() if r), default=None, key=_vkey)
+    since = min((r for r in firsts.values() if r), default=None, key=strict)
     later = f"; {', '.join(named)}" if named else "; no release sglwrap knows registers it"
     fix = f"upgrade SGLang to >= {since}" if since else "use a model SGLang supports"
     head = f"SGLang {version} does not register {', '.join(archs)} ({where}){later}"
@@ -268,18 +232,12 @@ def arch_verdict(archs: list[str], registered: frozenset[str], version: str, whe
                    "now' (srt/models/registry.py)", fix)
 
 
-def _vkey(v: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.+]", v))
-
-
 def between_releases(archs: list[str], version: str, catalogue: Mapping[str, Iterable[str]]) -> Verdict:
     """model-arch for a release sglwrap has no list of, from the nearest releases around it (pure): registered in
     an older one -> pass (SGLang does not drop models); absent from a newer one -> block; else unknown."""
     cid = "model-arch"
-    from packaging.version import Version
-
-    want = Version(version)
-    known = sorted(((Version(v), v) for v in catalogue), key=lambda t: t[0])
+    want = strict(version)
+    known = sorted(((strict(v), v) for v in catalogue), key=lambda t: t[0])
     older = [v for pv, v in known if pv < want]
     newer = [v for pv, v in known if pv > want]
     if older and any(a in set(catalogue[older[-1]]) for a in archs):
@@ -316,7 +274,7 @@ def check_model_arch(ctx: Context) -> Verdict:
         return between_releases(mf.architectures, version, architectures_catalogue())
     has: bool | None = None
     if not any(a in reg[0] for a in mf.architectures) and _installed_pkg(ctx, version) is not None:
-        from sglwrap.preflight.deps import installed_dirs, transformers_classes
+        from sglwrap.preflight.installed import installed_dirs, transformers_classes
         from sglwrap.sglang.release import target_python
 
         tdir = installed_dirs(target_python(ctx.environ)).get("transformers")
@@ -497,7 +455,7 @@ def check_model_parallel(ctx: Context) -> Verdict:
         env.update({k: v.value for k, v in ctx.profile.env.items()})
     ep = a.ep if a.ep > 1 else (a.tp if a.get("enable_ep_moe") or a.get("enable_deepep_moe") else 1)  # 0.4.x
     attn_dp = a.attn_dp
-    if a.get("enable_dp_attention") and (0, 3, 6) <= _vkey(target_version(ctx))[:3] < (0, 4, 6):
+    if a.get("enable_dp_attention") and at_least(target_version(ctx), "0.3.6") and before(target_version(ctx), "0.4.6"):
         attn_dp = a.tp  # these releases set dp_size = tp_size under DP attention (server_args.py:254 in 0.4.3)
     probs = parallel_problems(mf.shape, mf.config, tp=a.tp, pp=a.pp, ep=ep, attn_dp=attn_dp,
                               moe_a2a=None if moe_a2a is None else str(moe_a2a), environ=env)
@@ -517,10 +475,9 @@ def context_override_default(version: str) -> bool | None:
     SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is unset: None for releases without the check (< 0.3.6), True for
     0.4.6-0.4.10 (``get_bool_env_var(..., default="True")``, model_config.py:112 in 0.4.6), False otherwise (0.3.6-0.4.3
     and 0.5.1+: ``EnvBool(False)`` in srt/environ.py from 0.5.3)."""
-    v = _vkey(version)[:3]
-    if v < (0, 3, 6):
+    if before(version, "0.3.6"):
         return None
-    return (0, 4, 6) <= v < (0, 5, 0)
+    return at_least(version, "0.4.6") and before(version, "0.5.0")
 
 
 def check_context_length(ctx: Context) -> Verdict:
@@ -552,7 +509,7 @@ def check_context_length(ctx: Context) -> Verdict:
         return Verdict(cid, Status.WARN, f"{msg}: SGLang {version} does not check it; {risk}",
                        f"use --context-length <= {derived} unless the model really supports more")
     raw = ctx.env("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN")
-    ci = (ctx.env("SGLANG_IS_IN_CI") or "").strip().lower() in ("1", "true") and _vkey(version)[:3] >= (0, 5, 1)
+    ci = (ctx.env("SGLANG_IS_IN_CI") or "").strip().lower() in ("1", "true") and at_least(version, "0.5.1")
     allowed = default if raw is None else raw.strip().lower() in ("1", "true", "yes", "on")
     if allowed or ci:
         why = (f"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN={raw}" if raw is not None else

@@ -12,16 +12,17 @@ Two questions, answered from installed package metadata and ``ast`` reads (nothi
 
 from __future__ import annotations
 
-import ast
 import functools
-import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from sglwrap.versions import InvalidVersion, Version
 
 from sglwrap.distinfo import canonical_name as canonicalize_name
+from sglwrap.preflight.installed import (dist_info_paths, environment, installed_sglang, sglang_model_types,
+                                         transformers_model_types)
 from sglwrap.preflight.model import Context, Status, Verdict
 
 # Packages SGLang itself refuses to start with when older than its pin: ``assert_pkg_version`` in
@@ -97,139 +98,18 @@ def unmet_requirements(requires: Iterable[str], installed: Mapping[str, str]) ->
 
 
 @functools.lru_cache(maxsize=4)
-def _environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dict[str, str]]:
-    """(canonical name -> version of every installed distribution, sglang's Requires-Dist, package dirs), cached on
-    disk by the site directories' ``*.dist-info`` entries."""
-    from sglwrap.host.stack import site_paths
+def _unmet(python: str) -> list[PinProblem]:
+    """``unmet_requirements`` of the target's SGLang against its environment, kept on disk under the same stamps as
+    the environment and this interpreter's version (its markers are evaluated here)."""
     from sglwrap.diskmemo import disk_memo
 
-    sites = [Path(p) for p in site_paths(python) if Path(p).is_dir()]
-    infos = sorted(d for site in sites for d in site.glob("*.dist-info"))
-    raw = disk_memo("environment", [*sites, *infos], lambda: list(_read_environment(python)))
-    return dict(raw[0]), tuple(raw[1]), dict(raw[2])
+    def compute() -> list[list[str | None]]:
+        versions, requires, _ = environment(python)
+        return [[p.requirement, p.installed] for p in unmet_requirements(requires, versions)]
 
-
-def _read_environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dict[str, str]]:
-    from importlib import metadata
-
-    from sglwrap.host.stack import site_paths
-
-    versions: dict[str, str] = {}
-    requires: tuple[str, ...] = ()
-    dirs: dict[str, str] = {}
-    for dist in metadata.distributions(path=site_paths(python)):
-        name = dist.metadata["Name"]
-        if not name:
-            continue
-        cname = canonicalize_name(name)
-        if cname in versions:
-            continue
-        versions[cname] = dist.version
-        if cname in ("sglang", "transformers"):
-            dirs[cname] = str(dist.locate_file(cname))
-            if cname == "sglang":
-                requires = tuple(dist.requires or ())
-    return versions, requires, dirs
-
-
-@functools.lru_cache(maxsize=8)
-def transformers_model_types(pkg: Path) -> frozenset[str]:
-    """The ``model_type`` keys of transformers' ``CONFIG_MAPPING_NAMES`` (``models/auto/configuration_auto.py``,
-    ``auto_mappings.py`` in newer releases): its assignments and ``.update(...)`` calls, read with ``ast``."""
-    from sglwrap.diskmemo import disk_memo
-
-    files = [pkg / "models" / "auto" / n for n in ("configuration_auto.py", "auto_mappings.py")]
-    return frozenset(disk_memo("transformers-model-types", files, lambda: sorted(_model_types(pkg))))
-
-
-def _model_types(pkg: Path) -> set[str]:
-    out: set[str] = set()
-
-    def collect(value: ast.AST) -> None:
-        for n in ast.walk(value):
-            if isinstance(n, ast.Tuple) and len(n.elts) == 2 and all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in n.elts):
-                out.add(str(n.elts[0].value))  # type: ignore[attr-defined]
-            elif isinstance(n, ast.Dict):
-                out.update(k.value for k, v in zip(n.keys, n.values) if isinstance(k, ast.Constant)
-                           and isinstance(k.value, str) and isinstance(v, ast.Constant))
-
-    for name in ("configuration_auto.py", "auto_mappings.py"):
-        try:
-            tree = ast.parse((pkg / "models" / "auto" / name).read_bytes())
-        except (OSError, SyntaxError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if any(isinstance(t, ast.Name) and t.id == "CONFIG_MAPPING_NAMES" for t in targets):
-                    collect(node.value)
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update" \
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "CONFIG_MAPPING_NAMES":
-                for arg in node.args:
-                    collect(arg)
-    return out
-
-
-@functools.lru_cache(maxsize=8)
-def transformers_classes(pkg: Path) -> frozenset[str]:
-    """Model class names transformers' auto mappings name (``models/auto/modeling_auto.py``): what SGLang's
-    Transformers backend can resolve with ``getattr(transformers, arch)``."""
-    from sglwrap.diskmemo import disk_memo
-
-    path = pkg / "models" / "auto" / "modeling_auto.py"
-
-    def read() -> list[str]:
-        try:
-            tree = ast.parse(path.read_bytes())
-        except (OSError, SyntaxError):
-            return []
-        out: set[str] = set()
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Tuple) and len(n.elts) == 2 and all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in n.elts):
-                out.add(str(n.elts[1].value))  # type: ignore[attr-defined]
-        return sorted(out)
-
-    return frozenset(disk_memo("transformers-classes", [path], read))
-
-
-def installed_dirs(python: str) -> dict[str, str]:
-    """Package directories of the installed ``sglang`` and ``transformers`` for ``python``."""
-    return dict(_environment(python)[2])
-
-
-def installed_sglang(ctx: Context) -> str | None:
-    """The SGLang version really installed for the target interpreter (``--assume-stack`` does not change it)."""
-    from sglwrap.sglang.release import installed_version_text, target_python
-
-    return installed_version_text(target_python(ctx.environ))
-
-
-@functools.lru_cache(maxsize=8)
-def sglang_model_types(pkg: Path) -> frozenset[str]:
-    """Model types SGLang registers with ``AutoConfig`` itself: ``model_type = "..."`` class attributes of its config
-    classes (``srt/configs/**``, ``srt/models/*``) and ``_CONFIG_REGISTRY["..."]`` entries
-    (``srt/utils/hf_transformers/common.py:117-290`` in 0.5.23)."""
-    from sglwrap.diskmemo import disk_memo
-
-    srt = pkg / "srt"
-    files = sorted([*(srt / "configs").rglob("*.py"), *(srt / "models").glob("*.py"),
-                    *(srt / "utils" / "hf_transformers").glob("*.py"), srt / "hf_transformers_utils.py"])
-    files = [f for f in files if f.is_file()]
-    return frozenset(disk_memo("sglang-model-types", files, lambda: sorted(_sglang_types(files))))
-
-
-def _sglang_types(files: list[Path]) -> set[str]:
-    out: set[str] = set()
-    for f in files:
-        try:
-            text = f.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        out.update(re.findall(r"^\s+model_type\s*(?::\s*str\s*)?=\s*[\"']([\w.-]+)[\"']", text, re.M))
-        out.update(re.findall(r"_CONFIG_REGISTRY\[\s*[\"']([\w.-]+)[\"']\s*\]", text))
-    return out
+    kind = "unmet-{}.{}.{}-{}".format(*sys.version_info[:3], sys.platform)
+    kept = disk_memo(kind, dist_info_paths(python), compute)
+    return [PinProblem(str(r), None if i is None else str(i)) for r, i in kept]
 
 
 def config_verdict(cfg: Mapping[str, object], transformers: str | None, known_types: frozenset[str],
@@ -278,8 +158,8 @@ def check_python_deps(ctx: Context) -> Verdict:
         return Verdict(cid, Status.SKIP, f"SGLang {target} is not the installed release: its pins and the installed "
                        "transformers are not what will run")
     python = target_python(ctx.environ)
-    versions, requires, dirs = _environment(python)
-    problems = unmet_requirements(requires, versions)
+    versions, requires, dirs = environment(python)
+    problems = _unmet(python)
     skip_check = (ctx.env("SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK") or "").strip().lower() in ("1", "true")
     hard = [p for p in problems if p.name in HARD_PINS and below_minimum(p) and not skip_check]
     soft = [p for p in problems if p not in hard]

@@ -31,7 +31,7 @@ def preflight_gate(
     Blocked -> ConfigError (exit 78), unless ``force``, in which case the blocks are recorded and the launch goes
     on."""
     facts = gather_facts(assume, assume_stack, python=python, environ=environ)
-    result = run_preflight(facts, profile, cmd, flags=cmd.table, environ=environ, force=force)
+    result = run_preflight(facts, profile, cmd, flags=cmd.table, environ=environ, force=force, deep=True)
     record = result.manifest()
     blocks = [v for v in result.checks if v.status is Status.BLOCK]
     if blocks and not force:

@@ -64,6 +64,7 @@ class Context:
     flags: FlagTable | None = None
     environ: Mapping[str, str] = field(default_factory=dict)
     force: bool = False
+    deep: bool = False  # run the checks that start a child of the target interpreter (launch, preflight --deep)
 
     def mode(self, feature: str) -> str:
         """The profile's mode for ``feature`` (require, prefer, off, auto), or "default" when the profile does not

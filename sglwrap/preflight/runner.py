@@ -140,11 +140,14 @@ def run_preflight(
     environ: Mapping[str, str] | None = None,
     force: bool = False,
     checks: Sequence[Callable[[Context], Verdict]] = CHECKS,
+    deep: bool = False,
 ) -> PreflightResult:
     """Every check against ``facts``; a pure function of its arguments (``environ`` defaults to empty).
 
     ``sglang_args`` is the parsed command line; a plain argv is parsed with ``flags`` (else the bundled data of
-    the facts' SGLang release)."""
+    the facts' SGLang release). ``deep``: also run SGLang's own checks in a child of the target interpreter
+    (``sglang-selfcheck``) when no kept result answers for this command line; without it only a kept result is
+    read."""
     stack = stack_view(facts)
     if isinstance(sglang_args, SglangCmdline):
         cmd = sglang_args
@@ -153,7 +156,7 @@ def run_preflight(
     else:
         cmd = cmdline_for(sglang_args, stack.sglang)
     ctx = Context(facts=facts, stack=stack, args=cmd, profile=profile,
-                  flags=flags, environ=dict(environ or {}), force=force)
+                  flags=flags, environ=dict(environ or {}), force=force, deep=deep)
     verdicts = tuple(check(ctx) for check in checks)
     changes = tuple(c for v in verdicts if v.status is Status.DOWNGRADE for c in v.changes)
     if any(v.status is Status.BLOCK for v in verdicts):

@@ -19,7 +19,9 @@ def sglang_defaults(cmd: SglangCmdline, facts: HostFacts, release: str | None) -
     if facts.gpus:  # as the accountant takes it: SGLang reads the smallest visible GPU
         gpu = GpuInfo(total_mib=min(g.memory_total_bytes for g in facts.gpus) / 2**20,
                       capability=facts.gpus[0].compute_capability, name=facts.gpus[0].name, count=len(facts.gpus))
-    traits, note = _traits(cmd.model_path)
+    from sglwrap.memory.facts import model_traits_for
+
+    traits, note = model_traits_for(cmd.model_path)
     try:
         r = resolve_server_args(cmd.canonical_given(), version, gpu, traits)  # type: ignore[arg-type]
     except (UnsupportedSGLangVersion, ValueError) as e:
@@ -27,20 +29,6 @@ def sglang_defaults(cmd: SglangCmdline, facts: HostFacts, release: str | None) -
     doc = dataclasses.asdict(r)
     doc["notes"] = [*doc["notes"], *([note] if note else [])]
     return doc
-
-
-def _traits(model_path: str | None) -> tuple[object | None, str | None]:
-    """The model facts the release rules read (the same the accountant passes), or None with why."""
-    if model_path is None:
-        return None, "no --model-path: the model's own rules (MLA, multimodal, hybrid) are not applied"
-    from sglwrap.errors import SglwrapError
-    from sglwrap.memory.defaults import model_traits
-    from sglwrap.memory.model import load_shape
-
-    try:
-        return model_traits(load_shape(model_path)), None
-    except SglwrapError as e:
-        return None, f"the model's config was not read ({e.message}): its own rules are not applied"
 
 
 def describe(doc: dict[str, Any]) -> str:

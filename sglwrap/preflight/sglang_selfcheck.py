@@ -7,9 +7,14 @@ the target interpreter, on CPU: ``prepare_server_args(argv)``, its resolution (`
 child. An exception raised by SGLang's code is a block carrying SGLang's own message; a failure of the harness
 itself (an import error, a timeout, a CUDA call the patches do not cover) is a warning, never a block.
 
-The result is cached under ``$XDG_CACHE_HOME/sglwrap/selfcheck/`` by (release, interpreter, argv, config.json
-hash, GPU facts, SGLANG_* environment): a warm preflight starts no subprocess. With only ``--assume-stack`` naming
-a release (not installed), the generated rules of ``checks_model`` stand in and the verdict says so.
+The child starts only where seconds are expected: in ``sglwrap launch`` and ``preflight --deep``
+(``Context.deep``). Its result is kept under ``$XDG_CACHE_HOME/sglwrap/selfcheck/``, keyed by what can change the
+verdict (release, interpreter, the options the user set except those SGLang only serves or logs with: ``--port``
+unless another port is set, ``--host``, an API key's value, log options; config.json, GPU facts, SGLANG_*
+environment) and stored with stamps of the release's files taken before the child ran (the interpreter, the
+``sglang`` distribution's RECORD): a reinstall invalidates it. A plain preflight reads a kept result and otherwise
+skips the check, saying how to run it. With only ``--assume-stack`` naming a release (not installed), the generated
+rules of ``checks_model`` stand in.
 """
 
 from __future__ import annotations
@@ -28,7 +33,15 @@ from sglwrap.fsutil import atomic_write_text
 from sglwrap.preflight.model import Context, Status, Verdict
 
 SELFCHECK_TIMEOUT_S = 240
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2
+# Options whose value SGLang only serves, authenticates or logs with (0.5.23 srt/arg_groups/*_hook.py): they do not
+# key the kept result, except where a check reads them. --port is compared with the other ports
+# (validation_hook.py:359 --grpc-port, pd_disaggregation_hook.py:275-284 the bootstrap port), so it keys the result
+# when another *_port option is set; an API key's presence is refused with --grpc-port (serving_hook.py:428), so its
+# presence keys it, never its value. --served-model-name is checked (validation_hook.py:214, no ':').
+VERDICT_FREE_DESTS = frozenset({"host"})
+PRESENCE_ONLY_DESTS = frozenset({"api_key", "admin_api_key"})
+VERDICT_FREE_PREFIXES = ("log_",)
 # What SGLang raises for a command line it refuses; anything else (RuntimeError of a device query the patches do
 # not cover, ImportError) is the harness failing, a warning.
 USER_ERRORS = frozenset({"ValueError", "AssertionError", "NotImplementedError", "SystemExit", "KeyError"})
@@ -122,12 +135,67 @@ def _sub_model_path(argv: Sequence[str], model_path: str, directory: str) -> lis
     return out
 
 
+def verdict_options(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The options the user set (destination -> value) that can change SGLang's verdict (pure): no host or log
+    option, an API key as its presence only, ``--port`` only beside another ``*_port`` option."""
+    other_ports = any(d.endswith("_port") and d != "port" for d in given)
+    out: dict[str, Any] = {}
+    for d, v in given.items():
+        if d in VERDICT_FREE_DESTS or d.startswith(VERDICT_FREE_PREFIXES) or (d == "port" and not other_ports):
+            continue
+        out[d] = (v is not None) if d in PRESENCE_ONLY_DESTS else v
+    return out
+
+
 def selfcheck_key(spec: Mapping[str, Any], python: str, version: str, config_bytes: bytes) -> str:
-    """The cache key: release, interpreter, argv, config.json contents, GPU facts, SGLANG_* environment."""
-    blob = json.dumps({"schema": CACHE_SCHEMA, "v": version, "python": os.path.realpath(python), "spec": spec,
+    """The cache key: release, interpreter, the verdict's options (``spec["options"]``, else the argv), config.json
+    contents, GPU facts, SGLANG_* environment, this harness."""
+    keyed = {k: v for k, v in spec.items() if k != "argv"} if "options" in spec else dict(spec)
+    blob = json.dumps({"schema": CACHE_SCHEMA, "v": version, "python": os.path.realpath(python), "spec": keyed,
                        "config": hashlib.sha256(config_bytes).hexdigest(),
-                       "child": hashlib.sha256(_CHILD.encode()).hexdigest()}, sort_keys=True)
+                       "child": hashlib.sha256(_CHILD.encode()).hexdigest()}, sort_keys=True, default=repr)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def release_stamps(python: str) -> list[list[Any]]:
+    """Stamps (path, size, mtime, inode) of what makes the installed release: the interpreter and the RECORD of
+    each ``sglang`` distribution on its path (rewritten by every install)."""
+    import glob
+
+    from sglwrap.host.stack import site_paths
+
+    paths = [os.path.realpath(python)]
+    for site in site_paths(python):
+        paths += sorted(glob.glob(os.path.join(glob.escape(site), "sglang-*.dist-info", "RECORD")))
+    out: list[list[Any]] = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        out.append([p, st.st_size, st.st_mtime_ns, st.st_ino])
+    return out
+
+
+def read_kept(path: Path, stamps: list[list[Any]]) -> dict[str, Any] | None:
+    """The kept result at ``path`` when it was stored with exactly ``stamps``, else None."""
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(kept, dict) or kept.get("stamps") != stamps or not isinstance(kept.get("result"), dict):
+        return None
+    result: dict[str, Any] = kept["result"]
+    return result
+
+
+def keep(path: Path, stamps: list[list[Any]], result: Mapping[str, Any]) -> None:
+    """Store ``result`` with the release stamps taken before it was computed (a read-only cache costs time only)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps({"stamps": stamps, "result": result}), mode=0o644)
+    except OSError:
+        pass
 
 
 def run_child(python: str, spec: Mapping[str, Any], env: Mapping[str, str],
@@ -155,7 +223,7 @@ def _installed_target(ctx: Context) -> str | None:
     """The interpreter whose SGLang is the target release, or None (the release is only assumed)."""
     from sglwrap.sglang.release import target_python
 
-    from sglwrap.preflight.deps import installed_sglang
+    from sglwrap.preflight.installed import installed_sglang
 
     src = ctx.args.table.source
     target = ctx.stack.sglang or ctx.args.version
@@ -193,30 +261,29 @@ def check_sglang_selfcheck(ctx: Context) -> Verdict:
     if ctx.profile is not None:
         sglang_env.update({k: v.value for k, v in ctx.profile.env.items() if k.startswith(("SGLANG_", "SGL_"))})
     spec = {"argv": argv, "gpus": len(gpus), "cc": list(g0.compute_capability) if g0 else [0, 0],
-            "mem_bytes": g0.memory_total_bytes if g0 else 0, "gpu_name": g0.name if g0 else "", "env": sglang_env}
-    key = selfcheck_key(spec, python, version, cfg_path.read_bytes())
+            "mem_bytes": g0.memory_total_bytes if g0 else 0, "gpu_name": g0.name if g0 else "", "env": sglang_env,
+            "options": verdict_options(ctx.args.given_values)}
+    from sglwrap.memory.model import config_text
+
+    key = selfcheck_key(spec, python, version, config_text(cfg_path).encode())
     cache = _cache_dir(ctx.environ) / f"{key}.json"
-    res: dict[str, Any] | None = None
-    cached = False
-    if cache.is_file():
-        try:
-            res = json.loads(cache.read_text(encoding="utf-8"))
-            cached = True
-        except (OSError, json.JSONDecodeError):
-            res = None
-    if res is None:
-        sys.stderr.write(f"sglwrap: running SGLang {version}'s own argument checks on CPU (once per command line, "
-                         f"up to {SELFCHECK_TIMEOUT_S} s)…\n")
-        env = {**os.environ, **sglang_env}
-        res = run_child(python, spec, env)
-        # every outcome is cached, a timeout too: a warm preflight never waits for the child again (the key holds
-        # the release, the argv, the config and this harness, so a change of any of them runs it anew)
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(cache, json.dumps(res), mode=0o644)
-        except OSError:
-            pass
-    return selfcheck_verdict(res, version, cached=cached)
+    stamps = release_stamps(python)  # taken before the child reads the release
+    res = read_kept(cache, stamps)
+    if res is not None:
+        return selfcheck_verdict(res, version, cached=True)
+    if not ctx.deep:
+        return Verdict(cid, Status.SKIP, f"SGLang {version}'s own checks have not run on this command line yet (they "
+                       "start a CPU child: `sglwrap launch` runs them, `sglwrap preflight --deep` too); the generated "
+                       "rules stand in", "sglwrap preflight --deep ...")
+    sys.stderr.write(f"sglwrap: running SGLang {version}'s own argument checks on CPU (once per command line, "
+                     f"up to {SELFCHECK_TIMEOUT_S} s)…\n")
+    env = {**os.environ, **sglang_env}
+    child = {k: v for k, v in spec.items() if k != "options"}
+    res = run_child(python, child, env)
+    # every outcome is kept, a timeout too: the same command line never waits for the child again (the key holds
+    # the release, the options, the config and this harness; the stamps a reinstall of the release)
+    keep(cache, stamps, res)
+    return selfcheck_verdict(res, version, cached=False)
 
 
 def selfcheck_verdict(res: Mapping[str, Any], version: str, *, cached: bool = False) -> Verdict:

@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=FIXTURES)
     ap.add_argument("--python", default=sys.executable)
     ns = ap.parse_args(argv)
-    from sglwrap.sglang.generate import version_key
+    from sglwrap.versions import strict as version_key
 
     versions = ns.versions or sorted((p.name for p in ns.src.iterdir() if p.is_dir()), key=version_key)
     ns.out.mkdir(parents=True, exist_ok=True)

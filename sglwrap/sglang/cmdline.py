@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -225,7 +226,7 @@ class SglangCmdline:
             return self._int("attn_dp_size", 1)
         return self.dp if self.get("enable_dp_attention") else 1
 
-    @property
+    @cached_property
     def gpus_needed(self) -> int:
         """GPUs across all nodes: tp x pp, times dp unless DP lives inside attention."""
         dp_outside = 1 if self.attn_dp > 1 else self.dp

@@ -15,14 +15,14 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
-
-from packaging.version import InvalidVersion, Version
 
 from sglwrap.errors import ConfigError
 from sglwrap.fsutil import atomic_write_text, cache_dir
 from sglwrap.sglang.release import TargetRelease, resolve_target, target_python
+from sglwrap.versions import Version, known_releases
 from sglwrap.versions import parse as parse_version
 
 TABLE_SCHEMA = 2
@@ -103,15 +103,8 @@ def bundled_dir() -> Path:
 
 
 def bundled_versions() -> list[str]:
-    """SGLang releases whose data ships with sglwrap, oldest first."""
-    found: list[tuple[Version, str]] = []
-    for p in bundled_dir().glob("sglang-*.json"):
-        text = p.name.removeprefix("sglang-").removesuffix(".json")
-        try:
-            found.append((Version(text), text))
-        except InvalidVersion:
-            continue
-    return [t for _, t in sorted(found)]
+    """SGLang releases whose data ships with sglwrap, oldest first (``sglwrap.versions.known_releases``)."""
+    return list(known_releases())
 
 
 def introspect(python: str, version: str) -> dict[str, Any]:
@@ -177,11 +170,17 @@ def bundled_table(version: str | None = None) -> FlagTable:
         exact = [v for v in versions if Version(v) == want]
         older = [v for v in versions if Version(v) <= want]
         pick = exact[0] if exact else (older[-1] if older else versions[0])
-    path = bundled_dir() / f"sglang-{pick}.json"
-    table = table_from_json(json.loads(path.read_text()), f"bundled:{path.name}")
+    table = _bundled_file(pick)
     if version is not None and want is not None and Version(pick) != want:
         table = replace(table, stands_in_for=str(version).strip())
     return table
+
+
+@lru_cache(maxsize=8)
+def _bundled_file(pick: str) -> FlagTable:
+    # package data: read once per process (the files ship with sglwrap and change only with it)
+    path = bundled_dir() / f"sglang-{pick}.json"
+    return table_from_json(json.loads(path.read_text()), f"bundled:{path.name}")
 
 
 def pick_flag(candidates: list[str] | tuple[str, ...], table: FlagTable) -> str | None:
@@ -190,3 +189,20 @@ def pick_flag(candidates: list[str] | tuple[str, ...], table: FlagTable) -> str 
         if c in table.flags:
             return c
     return None
+
+
+def setting_flag(setting: str, table: FlagTable) -> str | None:
+    """The flag that carries profile setting ``setting`` (``sglwrap.settings``) in ``table``'s release, or None
+    when that release has none (``cuda_graph_max_bs``: ``--cuda-graph-max-bs`` up to 0.5.13,
+    ``--cuda-graph-max-bs-decode`` from 0.5.14)."""
+    from sglwrap.settings import SETTINGS
+
+    return pick_flag(SETTINGS[setting].flags, table)
+
+
+def release_flag(setting: str, version: str | None) -> str:
+    """:func:`setting_flag` for SGLang ``version`` read from the bundled release data (the newest known when None);
+    for a release older than every spelling, the oldest spelling."""
+    from sglwrap.settings import SETTINGS
+
+    return setting_flag(setting, bundled_table(version)) or SETTINGS[setting].flags[-1]

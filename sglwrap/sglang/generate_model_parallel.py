@@ -46,7 +46,7 @@ EVIDENCE_REF = ("sglang 0.5.23 python/sglang/srt/model_executor/model_runner.py:
 
 
 def _pkey(version: str) -> Any:
-    from packaging.version import Version
+    from sglwrap.versions import Version
     return Version(version)
 
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
+from sglwrap.versions import InvalidVersion, Version
 
 from sglwrap.distinfo import installed_version
 from sglwrap.errors import UsageError

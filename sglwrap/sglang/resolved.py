@@ -11,41 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from packaging.version import InvalidVersion, Version
+from sglwrap.versions import InvalidVersion, Version
 
 from sglwrap.sglang.rules import ALL_RANGES
-from sglwrap.sglang.rules._base import Ctx, Range
+from sglwrap.sglang.rules._base import Ctx, GpuInfo, ModelTraits, Range
 
-
-@dataclass(frozen=True)
-class GpuInfo:
-    """What the rules need about the GPUs (min over the TP group)."""
-
-    total_mib: float  # memory as nvidia-smi/NVML reports it
-    capability: tuple[int, int] | None  # (9, 0) for H100/H200, (12, 0) for SM120 ...
-    name: str | None = None
-    count: int = 1
-
-
-@dataclass(frozen=True)
-class ModelTraits:
-    """From the model's config.json (the caller builds it).
-
-    ``vision_params``: the vision tower's layers x (4 h^2 + 2 h i), as ``sglwrap.memory.model`` counts it.
-    ``vision_num_hidden_layers`` / ``vision_hidden_size``: ``vision_config.num_hidden_layers`` and
-    ``vision_config.hidden_size`` exactly as config.json spells them (None when absent: Qwen2.5-VL names its depth
-    ``depth``), which is what SGLang's ``adjust_mem_fraction_for_vlm`` reads (defaults 24 and 1024).
-    """
-
-    architectures: tuple[str, ...] = ()
-    is_mla: bool = False
-    is_multimodal: bool = False
-    vision_params: int | None = None
-    vision_num_hidden_layers: int | None = None
-    vision_hidden_size: int | None = None
-    is_hybrid_swa: bool = False
-    is_hybrid_mamba: bool = False
-    num_hidden_layers: int | None = None
+__all__ = ["GpuInfo", "MemoryDefaults", "ModelTraits", "ResolvedServerArgs", "UnsupportedSGLangVersion",
+           "memory_defaults", "resolve_server_args", "rule_range"]
 
 
 @dataclass(frozen=True)

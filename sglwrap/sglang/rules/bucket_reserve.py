@@ -14,7 +14,7 @@ Ranges:
 
 from __future__ import annotations
 
-from packaging.version import Version
+from sglwrap.versions import Version
 
 from sglwrap.sglang.rules._base import GIB, Ctx, Range, filter_capture, vlm_factor
 from sglwrap.sglang.rules.common import custom_all_reduce, decode_graph_flags, page_size, spec_max_running_requests

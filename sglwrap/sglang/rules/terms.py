@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from packaging.version import Version
+from sglwrap.versions import Version
 
 from sglwrap.sglang.rules._base import Ctx, Range, bucket, filter_capture, vlm_factor
 from sglwrap.sglang.rules.common import custom_all_reduce, decode_graph_flags, page_size

@@ -24,7 +24,7 @@ LAYERS: dict[str, int] = {
     "compat": 4,
     "preflight": 5,
     **dict.fromkeys(("diagnose", "inject", "launch", "multinode", "startup_status", "supervise", "systemd_unit",
-                     "bench"), 6),
+                     "bench", "rehearse"), 6),
     **dict.fromkeys(("commands", "cli", "entry", "__main__"), 7),
 }
 

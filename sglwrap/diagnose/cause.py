@@ -411,7 +411,8 @@ def _exhausted_cause(main: Failure) -> tuple[str, str, bool | None]:
              "SGLang's own accounting of the pool it sized at startup, not a failed device allocation; when the "
              "message shows free room in the pool, it is a scheduler bug (paged or overlap allocation)")
     fix = ("lower --max-running-requests or --chunked-prefill-size so fewer tokens are scheduled at once; if the "
-           "pool had room, retry with --page-size 1 (or without --enable-overlap-schedule options) and report it")
+           "pool had room, retry with --disable-overlap-schedule (and a page size of 1 where the release takes one) and "
+           "report it")
     return cause + ".", fix, None
 
 

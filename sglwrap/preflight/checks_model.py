@@ -252,7 +252,7 @@ def between_releases(archs: list[str], version: str, catalogue: Mapping[str, Ite
     if not archs:
         return Verdict(cid, Status.WARN, "config.json has no 'architectures'")
     first = first_release_with(archs[0], catalogue)
-    oldest = min(catalogue, key=lambda v: _vkey(v)) if catalogue else None
+    oldest = min(catalogue, key=strict) if catalogue else None
     if first is not None and first == oldest:  # older than any list sglwrap has: unknown, not absent
         return Verdict(cid, Status.WARN, f"no architecture list for SGLang {version} (sglwrap's lists start at "
                        f"{oldest}, which registers {archs[0]}): whether {version} does is not known here",

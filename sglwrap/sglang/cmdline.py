@@ -316,11 +316,10 @@ def read_cmdline(argv: Sequence[str], release: TargetRelease, table: FlagTable, 
     except UsageError as first:
         if release.source != "bundled-newest":
             raise
-        from packaging.version import Version
-
+        from sglwrap import versions
         from sglwrap.sglang.flags import bundled_table, bundled_versions
 
-        for version in sorted((Version(v) for v in bundled_versions()), reverse=True):
+        for version in sorted((versions.strict(v) for v in bundled_versions()), reverse=True):
             if version >= release.version:
                 continue
             try:

@@ -13,8 +13,6 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from packaging.version import Version
-
 from sglwrap import versions
 
 PINS_FILE = Path(__file__).resolve().parent.parent / "data" / "sglang" / "pins.json"
@@ -37,7 +35,7 @@ def release_requirements(version: str) -> tuple[str, dict[str, dict[str, str]]] 
     want = versions.parse(version)
     if want is None:
         return None
-    best: tuple[Version, str, dict[str, dict[str, str]]] | None = None
+    best: tuple[versions.Version, str, dict[str, dict[str, str]]] | None = None
     for name, reqs in _releases().items():
         have = versions.parse(name)
         if have is None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sglwrap.bounds import MAX_BATCH, MAX_GPUS_PER_HOST, check_count, finite_seconds
 from sglwrap.errors import ConfigError, UsageError
 
 EXIT_SOME_FAILED = 1
@@ -95,6 +96,8 @@ def _ints(text: str, what: str) -> list[int]:
         raise UsageError(f"{what}: {text!r} is not a comma-separated list of integers") from None
     if any(v <= 0 for v in vals):
         raise UsageError(f"{what}: values must be positive")
+    for v in vals:
+        check_count(what, v, MAX_BATCH, "requests")
     return vals
 
 
@@ -113,12 +116,20 @@ def options(args: argparse.Namespace, environ: dict[str, str], argv: list[str]) 
     world = args.world_size or args.tp or 2
     if world < 1:
         raise UsageError("--world-size must be at least 1")
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    check_count("--world-size" if args.world_size else "--tp", world, MAX_GPUS_PER_HOST, "ranks on this host")
+    finite_seconds("--timeout", args.timeout)
+    finite_seconds("--budget", args.budget)
     if args.min_samples < 1:
         raise UsageError("--min-samples must be at least 1")
+    check_count("--min-samples", args.min_samples, 1_000_000, "samples")
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    check_count("--repeat", args.repeat, 1000, "runs")
+    if args.spec_tokens < 0:
+        raise UsageError("--spec-tokens must be 0 or more")
+    check_count("--spec-tokens", args.spec_tokens, 1024, "draft tokens")
+    if args.graph_ops is not None:
+        check_count("--graph-ops", args.graph_ops, 100_000, "all-reduces")
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise UsageError(f"--plot {args.plot}: the plot is a PNG image; name the file *.png")
     model = sz.model_shape(args.model_path) if args.model_path else None

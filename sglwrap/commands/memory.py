@@ -63,7 +63,9 @@ def _float(own: dict[str, Any], name: str) -> float | None:
         raise UsageError(f"memory: {name} {own[name]!r}: expected GiB as a number, e.g. 21.63") from None
     if value <= 0:
         raise UsageError(f"memory: {name} {value}: must be positive")
-    return value
+    from sglwrap.bounds import finite_gib
+
+    return finite_gib(f"memory: {name}", value)
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> MemoryOptions:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sglwrap.bounds import MAX_GPUS_PER_HOST, check_count
 from sglwrap.errors import UsageError
 from sglwrap.host.facts import GpuFacts, HostFacts, LinkFacts, load_facts
 
@@ -328,10 +329,9 @@ def resolve_assume(spec: str) -> HostFacts:
         parts = []
         for m in matches:
             assert m is not None
-            count = int(m.group(1))
-            if count < 1:
-                raise UsageError(f"--assume {spec!r}: the GPU count must be at least 1")
+            count = _count(spec, m.group(1))
             parts.append((count, _lookup(spec, m.group(2))))
+        check_count(f"--assume {spec!r}", sum(c for c, _ in parts), MAX_GPUS_PER_HOST, "GPUs in one host")
         return facts_for_mix(parts)
     m = _ASSUME_RE.match(spec.strip())
     if m is None:
@@ -347,7 +347,14 @@ def resolve_assume(spec: str) -> HostFacts:
             f"--assume {spec!r}: expected <count>x<GPU> (e.g. 8xRTX-PRO-6000, 2xH200, 1xRTX-5090+1xRTX-3090) or the "
             f"path of a HostFacts JSON file; known GPUs: {', '.join(catalogue_names())}"
         )
-    count, name = int(m.group(1)), m.group(2)
+    return facts_for(_count(spec, m.group(1)), _lookup(spec, m.group(2)))
+
+
+def _count(spec: str, digits: str) -> int:
+    """The GPU count of one ``<count>x<GPU>`` part: 1 to MAX_GPUS_PER_HOST (checked on the digits, so a
+    thousand-digit count costs nothing)."""
+    count = int(digits) if len(digits.lstrip("0")) <= len(str(MAX_GPUS_PER_HOST)) else MAX_GPUS_PER_HOST + 1
     if count < 1:
         raise UsageError(f"--assume {spec!r}: the GPU count must be at least 1")
-    return facts_for(count, _lookup(spec, name))
+    check_count(f"--assume {spec!r}", count, MAX_GPUS_PER_HOST, "GPUs in one host")
+    return count

@@ -96,6 +96,29 @@ class MemoryPlan:
                 "slots_per_request": m.slots_per_request,
                 "error": self.budget.mamba_error}
 
+    def context_capped(self) -> dict[str, Any] | None:
+        """An explicit ``--context-length`` the KV pool cannot hold for one request: SGLang still starts but caps
+        every request at ``min(context_len, pool) - 1`` tokens (0.5.23 ``tp_worker.py`` ``get_worker_info``, which
+        logs "KV pool holds N tokens, fewer than --context-length"); None when the context fits or was not given."""
+        b = self.budget
+        if self.args.context_length is None or self.verdict not in ("fits", "fits_tight") \
+                or not 0 < b.kv_tokens < b.context_len:
+            return None
+        capped = b.kv_tokens - 1
+        fix = f"--context-length {capped}"
+        plain = self.cell.swa is None and b.mamba is None and self.args.max_total_tokens is None
+        if plain and b.pre_weights_free > 0 and b.cell_bytes:
+            import math
+
+            short = (b.context_len - b.kv_tokens + 2 * b.page_size) * b.cell_bytes
+            f_new = math.ceil((b.mem_fraction_static + short / b.pre_weights_free) * 1000 + 1) / 1000
+            # the runtime need grows with the pool (req_to_token): keep its own margin too
+            if f_new < 1 and b.pre_weights_free * (1 - f_new) >= 1.1 * b.runtime_need + b.need_pm:
+                fix = f"--mem-fraction-static {f_new:.3f}"
+        return {"context_length": b.context_len, "kv_tokens": b.kv_tokens, "max_request_tokens": capped,
+                "fix": fix, "alternative": None if fix.startswith("--context-length") else
+                f"--context-length {capped}"}
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract (schema_version 1)."""
         b = self.budget
@@ -116,7 +139,7 @@ class MemoryPlan:
             "mem_fraction_static": {"value": b.mem_fraction_static, "source": b.mfs_source},
             "sglang_defaults": None if self.resolved is None else dict(describe(self.resolved)),
             "min_mem_fraction_static": round(b.min_mem_fraction_static, 4),
-            "max_context_tokens": min(b.context_len, b.kv_tokens),
+            "max_context_tokens": min(b.context_len, b.kv_tokens), "context_capped": self.context_capped(),
             "max_running_requests": b.max_running_requests,
             "terms": {
                 "gpu_total": b.gpu_total, "driver_reserved": b.driver_reserved, "cuda_context": b.cuda_context,

@@ -319,6 +319,13 @@ def _check_sizes(given: dict[str, Any], table: FlagTable) -> None:
             raise UsageError(f"{flag(dest)} {value}: must be a positive integer (SGLang {table.version} divides by "
                              "it and cannot start with it)")
     for dest, value in given.items():
+        if (dest == "port" or dest.endswith("_port")) and isinstance(value, int) and not isinstance(value, bool):
+            low = 1 if dest == "port" else 0
+            if not low <= value <= 65535:
+                why = ("0 would bind a random port no client knows" if value == 0
+                       else "the socket refuses it: 'bind(): port must be 0-65535'")
+                raise UsageError(f"{flag(dest)} {value}: not a TCP port; allowed: {low}-65535 (SGLang would start and "
+                                 f"then fail or hide: {why})")
         bound = SGLANG_BOUNDS.get(CANONICAL_DEST.get(dest, dest))
         if bound is None:
             continue

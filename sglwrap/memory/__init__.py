@@ -128,9 +128,9 @@ class MemoryPlan:
             "model": {"name": self.shape.name, "source": self.shape.source, "architecture": self.shape.architecture,
                       "layers": self.shape.num_layers, "kv_heads": self.shape.num_kv_heads,
                       "mla": self.shape.is_mla, "context_len": self.shape.context_len},
-            "gpu": {"name": self.gpu_name, "count": self.args.gpus, "interconnect": self.interconnect},
+            "gpu": {"name": self.gpu_name, "count": self.args.gpus_per_node, "interconnect": self.interconnect},
             "parallel": {"tp": self.args.tp_size, "pp": self.args.pp_size, "dp": self.args.dp_size,
-                         "attn_dp": self.args.attn_dp_size, "ep": self.args.ep_size},
+                         "attn_dp": self.args.attn_dp_size, "ep": self.args.ep_size, "nnodes": self.args.nnodes},
             "kv_cell_bytes": self.cell.bytes_per_token, "kv_cell_formula": self.cell.formula,
             "kv_tokens": b.kv_tokens, "swa_tokens": b.swa_tokens, "swa": self._swa_dict(),
             "mamba": self._mamba_dict(),
@@ -213,11 +213,12 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     else:  # read once here; every term and the re-planned fixes take this one reading
         cmd = cmdline_for(sglang_argv, sglang_version)
     args = parse_server_args(cmd, version=sglang_version, profile_sglang=profile_sglang)
-    if args.gpus > facts.gpu_count:
-        raise UsageError(f"--tp-size {args.tp_size} x --pp-size {args.pp_size} needs {args.gpus} GPUs; "
-                         f"the host has {facts.gpu_count} ({facts.source})")
+    if args.gpus_per_node > facts.gpu_count:
+        nodes = f" per node over --nnodes {args.nnodes}" if args.nnodes > 1 else ""
+        raise UsageError(f"--tp-size {args.tp_size} x --pp-size {args.pp_size} needs {args.gpus_per_node} GPUs"
+                         f"{nodes}; the host has {facts.gpu_count} ({facts.source})")
     shape = load_shape(args.model_path)
-    gpus = facts.gpus[: args.gpus]
+    gpus = facts.gpus[: args.gpus_per_node]  # one node's: every rank is planned alike
     gpu_total = min(g.memory_total_bytes for g in facts.gpus)  # SGLang: min over visible GPUs
     interconnect, p2p = _interconnect(facts)
     env = {k: str(v) for k, v in profile_env.items()}

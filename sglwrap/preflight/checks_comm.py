@@ -141,6 +141,11 @@ def check_custom_allreduce(ctx: Context) -> Verdict:
         return Verdict(cid, Status.PASS, f"off ({by}); NCCL carries the all-reduce")
     if n < 2:
         return Verdict(cid, Status.SKIP, "tp=1: no all-reduce")
+    per_node = -(-ctx.args.gpus_needed // max(1, ctx.args.nnodes))
+    if ctx.args.nnodes > 1 and n > per_node:
+        return Verdict(cid, Status.PASS, f"tp={n} spans {ctx.args.nnodes} nodes ({per_node} GPUs per node): SGLang "
+                       "turns custom all-reduce off for a group across nodes (custom_all_reduce_utils.py:462); "
+                       "NCCL carries the all-reduce")
     if ctx.facts.gpu_count < n:
         return Verdict(cid, Status.SKIP, f"tp={n} but {ctx.facts.gpu_count} GPU(s) known: see gpu-count")
     if n not in (2, 4, 6, 8):

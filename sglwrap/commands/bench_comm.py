@@ -132,6 +132,10 @@ def options(args: argparse.Namespace, environ: dict[str, str], argv: list[str]) 
         check_count("--graph-ops", args.graph_ops, 100_000, "all-reduces")
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise UsageError(f"--plot {args.plot}: the plot is a PNG image; name the file *.png")
+    if args.plot is not None:
+        from sglwrap.plotting import require_matplotlib
+
+        require_matplotlib("bench-comm")
     model = sz.model_shape(args.model_path) if args.model_path else None
     dtype = args.dtype or (model.dtype if model and model.dtype in sz.DTYPE_BYTES else "bfloat16")
     if dtype not in ("bfloat16", "float16", "float32"):
@@ -168,14 +172,28 @@ def options(args: argparse.Namespace, environ: dict[str, str], argv: list[str]) 
         if target.exists():  # found out before minutes of measuring, not after
             raise ConfigError(f"--write-profile: {target} already exists; choose another name or remove it")
     budget = args.budget if args.budget is not None else (0.05 if gloo else 0.2)
+    python = args.python or target_python(environ)
+    _require_torch(python)
     return BenchOptions(
         profiles=profiles, sizes=tuple(sizes), targets=tuple(targets), backend=args.backend, world_size=world,
         modes=("eager", "graph") if args.graph else ("eager",), dtype=dtype, graph_ops=graph_ops, model=model,
         sweep_dims=dims, sweep_full=args.sweep_full, timeout=args.timeout, budget_s=budget,
         min_reps=args.min_samples, max_reps=max(args.min_samples, 200), warmup=5,
-        python=args.python or target_python(environ), allow_nvls=args.allow_nvls, repeat=args.repeat,
+        python=python, allow_nvls=args.allow_nvls, repeat=args.repeat,
         argv=tuple(argv),
     )
+
+
+def _require_torch(python: str) -> None:
+    """The ranks run torch.distributed: an interpreter without torch cannot measure anything (78, before any rank
+    starts). Read from the package metadata, never an import."""
+    from sglwrap.host.stack import package_versions
+
+    if not os.path.exists(python):
+        raise ConfigError(f"bench-comm: interpreter {python} does not exist (--python / SGLWRAP_PYTHON)")
+    if not package_versions(python, ("torch",)).get("torch"):
+        raise ConfigError(f"bench-comm: torch is not installed for {python}; the ranks run torch.distributed: "
+                          f"{python} -m pip install torch, or point --python / SGLWRAP_PYTHON at one that has it")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -132,11 +132,9 @@ def run(opts: MemoryOptions) -> int:
     if opts.plot and not opts.plot.lower().endswith(".png"):
         raise UsageError(f"memory: --plot {opts.plot}: the plot is a PNG image; name the file *.png")
     if opts.plot:  # checked before planning: a missing plotting library is a usage problem (64), not an OOM
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise UsageError("memory: --plot needs matplotlib, which is not installed: pip install 'sglwrap[plot]' "
-                             "(or matplotlib), or drop --plot") from None
+        from sglwrap.plotting import require_matplotlib
+
+        require_matplotlib("memory")
     cmd, version = _cmdline(opts)
     facts = _facts(opts.assume)
     env, sg = _profile(opts.profile)

@@ -19,7 +19,7 @@ from sglwrap.argsplit import refuse_misplaced_own, split_own_args
 # sglwrap's own options here: name -> takes a value. None may equal an SGLang flag (checked in the tests).
 OWN_OPTIONS: dict[str, bool] = {
     "--profile": True, "--json": False, "--assume": True, "--assume-stack": True, "--force": False,
-    "--explain": True,
+    "--explain": True, "--verbose": False,
 }
 
 
@@ -34,6 +34,7 @@ class PreflightOptions:
     assume_stack: str | None = None
     force: bool = False
     explain: str | None = None
+    verbose: bool = False  # every skipped check on its own row (else one folded line)
 
 
 def add_parser(sub: Any) -> None:
@@ -69,7 +70,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> PreflightOpti
     return PreflightOptions(
         profile=own.get("--profile"), sglang_args=tuple(sglang_args), json=bool(own.get("--json")),
         assume=own.get("--assume"), assume_stack=own.get("--assume-stack"), force=bool(own.get("--force")),
-        explain=own.get("--explain"))
+        explain=own.get("--explain"), verbose=bool(own.get("--verbose")))
 
 
 def preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
@@ -136,7 +137,7 @@ def run(opts: PreflightOptions) -> int:
         return explain(opts.explain)
     result, timing = preflight(opts, os.environ)
     stream = sys.stderr if opts.json else sys.stdout
-    table = to_table(result, width=min(term.width(stream), 140))
+    table = to_table(result, width=min(term.width(stream), 140), verbose=opts.verbose)
     term.report(f"preflight on {result.facts.source}: {result.headline}\n" + table.split("\n", 1)[1], stream)
     if opts.json:
         sys.stdout.write(json.dumps(to_json(result, timing=timing, headline=result.headline),

@@ -308,11 +308,28 @@ def _lookup(spec: str, name: str) -> CatalogueGpu:
                      f"{', '.join(catalogue_names())}")
 
 
+def _family(name: str) -> CatalogueGpu | None:
+    """The catalogue GPU a name with extra words means (``H100-80GB`` -> H100, ``A100-80GB`` -> A100-80G): the
+    name with ``GB`` written ``G``, else its leading hyphen-separated words, longest first."""
+    respelled = re.sub(r"(\d+)\s*GB\b", r"\1G", name, flags=re.I)
+    if respelled != name and find_gpu(respelled) is not None:
+        return find_gpu(respelled)
+    words = re.split(r"[-_\s]+", name)
+    for n in range(len(words) - 1, 0, -1):
+        gpu = find_gpu("-".join(words[:n]))
+        if gpu is not None:
+            return gpu
+    return None
+
+
 def _did_you_mean(name: str) -> str:
     """A hint for an unknown GPU name: the boards the name is the start of (``RTX4060Ti`` -> ``RTX-4060-Ti-16G``,
     ``GH200`` -> both GH200s), else the closest spelling."""
     import difflib
 
+    family = _family(name)
+    if family is not None:
+        return f" Did you mean {family.key!r}? (names carry the memory only where a family has several sizes)"
     longer = [g.key for g in _CAT if _squash(g.key).startswith(_squash(name))]
     if 0 < len(longer) <= 3:
         return f" Did you mean {' or '.join(repr(k) for k in longer)}?"

@@ -66,6 +66,10 @@ class FileProbe:
     path: Path
 
     def facts(self) -> HostFacts:
+        if not self.path.is_file():  # a wrong --assume, like an unknown GPU name (64); a broken file is 78
+            what = "is a directory" if self.path.is_dir() else "no such file"
+            raise UsageError(f"--assume {self.path}: {what}; expected a HostFacts JSON file (write one with "
+                             "`python3 -m sglwrap.host.capture --out host.json` on the machine) or <count>x<GPU>")
         return load_facts(self.path)
 
 
@@ -104,6 +108,8 @@ def probe_for(assume: str | None, *, python: str = sys.executable,
     if assume is None:
         return NvmlProbe(python=python, environ=environ)
     spec = assume.strip()
+    if not spec:
+        raise UsageError("--assume '': empty; expected <count>x<GPU> (e.g. 8xH200) or the path of a HostFacts file")
     looks_like_file = os.path.exists(spec) or spec.endswith(".json") or "/" in spec
     if not looks_like_file:  # 8xH200, or a typo of one (H200, 8H200): the catalogue says what is wrong (64)
         return CatalogueProbe(spec=spec, python=python, environ=environ)
@@ -170,10 +176,24 @@ def parse_assume_stack(text: str) -> dict[str, str]:
             if value.lower() not in _HOST_VALUES[key]:
                 raise UsageError(f"--assume-stack {key}={value!r}: expected one of {', '.join(_HOST_VALUES[key])}")
             value = value.lower()
-        elif not _VER_RE.match(value):
-            raise UsageError(f"--assume-stack {key}={value!r}: not a version")
+        elif not _VER_RE.match(value) or not _pep440(value):
+            raise UsageError(f"--assume-stack {key}={value!r}: not a version (expected digits and dots, e.g. "
+                             "2.9.1, 2.9.1+cu128, 580.95.05)")
+        if key in out and out[key] != value:
+            raise UsageError(f"--assume-stack {key} given twice ({out[key]} and {value}); give each name once")
         out[key] = value
     return out
+
+
+def _pep440(value: str) -> bool:
+    """Whether ``value`` reads as a version (``2.x`` and ``latest`` do not)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(value)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def _check_key(key: str) -> None:

@@ -271,7 +271,7 @@ _NVLINK_COST = {
 
 def check_profile_fit(ctx: Context) -> Verdict:
     """A profile whose description says it is for PCIe boxes, launched on NVLink/NVSwitch GPUs: warn with what it
-    was measured to cost there (docs/benchmarks.md)."""
+    was measured to cost there (docs/benchmarks.md holds the measurements)."""
     cid, prof = "profile-fit", ctx.profile
     if prof is None:
         return Verdict(cid, Status.SKIP, "no profile")
@@ -286,5 +286,5 @@ def check_profile_fit(ctx: Context) -> Verdict:
         return Verdict(cid, Status.PASS, f"profile {prof.name} is meant for PCIe and these {n} GPUs are on PCIe")
     cost = _NVLINK_COST.get(prof.name, "it was not measured to help there")
     return Verdict(cid, Status.WARN, f"profile {prof.name} is described as a PCIe profile but these {n} GPUs are on "
-                   f"{link}: {cost} (docs/benchmarks.md)", "use --profile baseline on NVLink/NVSwitch hosts")
+                   f"{link}: {cost} (measured with sglwrap bench-comm)", "use --profile baseline on NVLink/NVSwitch hosts")
 

@@ -62,11 +62,13 @@ def test_a_gpu_name_with_its_memory_suggests_the_family(name: str, want: str,
     assert rc == EXIT_USAGE and f"Did you mean '{want}'" in err
 
 
+@pytest.mark.parametrize("verb", ["preflight", "memory", "launch"])
 @pytest.mark.parametrize("assume", ["", " ", "/no/such/host.json", "host-missing.json"])
 def test_an_empty_assume_or_a_missing_file_is_a_usage_error_like_a_bad_name(
-        assume: str, capsys: pytest.CaptureFixture[str]) -> None:
-    rc_bad, _ = _err(capsys, ["preflight", "--assume", "8xNOPE", "--", "--model-path", MODEL])
-    rc, err = _err(capsys, ["preflight", "--assume", assume, "--", "--model-path", MODEL])
+        verb: str, assume: str, capsys: pytest.CaptureFixture[str]) -> None:
+    dry = ["--dry-run"] if verb == "launch" else []
+    rc_bad, _ = _err(capsys, [verb, *dry, "--assume", "8xNOPE", "--", "--model-path", MODEL])
+    rc, err = _err(capsys, [verb, *dry, "--assume", assume, "--", "--model-path", MODEL])
     assert rc == rc_bad == EXIT_USAGE and "--assume" in err
 
 

@@ -350,11 +350,13 @@ def resolve_assume(spec: str) -> HostFacts:
             parts.append((count, _lookup(spec, m.group(2))))
         check_count(f"--assume {spec!r}", sum(c for c, _ in parts), MAX_GPUS_PER_HOST, "GPUs in one host")
         return facts_for_mix(parts)
+    if not spec.strip():
+        raise UsageError("--assume '': empty; expected <count>x<GPU> (e.g. 8xH200) or the path of a HostFacts file")
     m = _ASSUME_RE.match(spec.strip())
     if m is None:
-        path = Path(spec).expanduser()
+        path = Path(spec.strip()).expanduser()
         if path.exists() or spec.endswith(".json") or "/" in spec:
-            return load_facts(path)
+            return load_assumed_file(path)
         bare = find_gpu(spec.strip())
         if bare is not None:
             raise UsageError(f"--assume {spec!r}: how many? Give the GPU count too, e.g. 8x{bare.key}")
@@ -365,6 +367,18 @@ def resolve_assume(spec: str) -> HostFacts:
             f"path of a HostFacts JSON file; known GPUs: {', '.join(catalogue_names())}"
         )
     return facts_for(_count(spec, m.group(1)), _lookup(spec, m.group(2)))
+
+
+def load_assumed_file(path: Path) -> HostFacts:
+    """The HostFacts file an ``--assume`` names: a path that is no file is a usage error (64) like an unknown GPU
+    name; a file that is not HostFacts is a broken input (78); more GPUs than one host has is refused (64)."""
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "no such file"
+        raise UsageError(f"--assume {path}: {what}; expected a HostFacts JSON file (write one with "
+                         "`python3 -m sglwrap.host.capture --out host.json` on the machine) or <count>x<GPU>")
+    facts = load_facts(path)
+    check_count(f"--assume {path}", len(facts.gpus), MAX_GPUS_PER_HOST, "GPUs in one host")
+    return facts
 
 
 def _count(spec: str, digits: str) -> int:

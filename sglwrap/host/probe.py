@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from sglwrap.errors import UsageError
 from sglwrap.host import stack
-from sglwrap.host.facts import HostFacts, load_facts
+from sglwrap.host.facts import HostFacts
 
 
 class HostProbe(Protocol):
@@ -66,11 +66,9 @@ class FileProbe:
     path: Path
 
     def facts(self) -> HostFacts:
-        if not self.path.is_file():  # a wrong --assume, like an unknown GPU name (64); a broken file is 78
-            what = "is a directory" if self.path.is_dir() else "no such file"
-            raise UsageError(f"--assume {self.path}: {what}; expected a HostFacts JSON file (write one with "
-                             "`python3 -m sglwrap.host.capture --out host.json` on the machine) or <count>x<GPU>")
-        return load_facts(self.path)
+        from sglwrap.host.catalogue import load_assumed_file  # a wrong path is 64, like an unknown GPU name
+
+        return load_assumed_file(self.path)
 
 
 def with_local_stack(

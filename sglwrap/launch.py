@@ -287,6 +287,11 @@ def _describe_gates(gates: Mapping[str, Any]) -> list[str]:
         lines.append(f"memory    {mem['verdict']}: KV pool {gib:.1f} GiB per GPU = {mem.get('kv_tokens', 0):,} tokens "
                      f"at --mem-fraction-static {mfs.get('value')} ({mfs.get('source')}); "
                      f"weights {mem.get('weights_bytes_per_rank', 0) / 2**30:.1f} GiB/rank")
+        cap = mem.get("context_capped")
+        if cap:
+            lines.append(f"  context capped at {cap['max_request_tokens']:,} tokens: the KV pool holds "
+                         f"{cap['kv_tokens']:,}, fewer than --context-length {cap['context_length']:,}; "
+                         f"fix: {cap['fix']}")
     elif isinstance(mem, dict) and "skipped" in mem:
         lines.append(f"memory    not planned: {mem['skipped']}")
     return lines

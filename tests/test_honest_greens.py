@@ -116,3 +116,10 @@ def test_a_capture_without_gpus_warns_and_plans_as_the_live_host_would(
     assert live.verdict == planned.verdict == "blocked"
     status = {v.id: v.status for v in planned.checks}
     assert status["nvml"] == {v.id: v.status for v in live.checks}["nvml"] == Status.BLOCK
+
+
+def test_a_launch_plan_says_the_context_is_capped(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["launch", "--dry-run", "--assume", "1xL4", "--", "--model-path", "Qwen3-8B", "--kv-cache-dtype",
+               "fp8_e4m3", "--mem-fraction-static", "0.8", "--context-length", "40960"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "context capped at" in out and "--context-length 40,960" in out

@@ -14,6 +14,7 @@ from sglwrap.errors import UsageError
 from sglwrap.sglang.flags import FlagTable
 
 OWN_TYPO_CUTOFF = 0.85  # difflib ratio above which an unknown option is taken for a typo of sglwrap's own
+GLOBAL_OPTIONS = {"--color": True}  # sglwrap's own, before the verb only (sglwrap.cli)
 
 
 def split_own_args(argv: Sequence[str], own_options: Mapping[str, bool], table: FlagTable | None,
@@ -36,14 +37,22 @@ def split_own_args(argv: Sequence[str], own_options: Mapping[str, bool], table: 
                 if eq:
                     raise UsageError(f"{verb}: {name} takes no value")
                 own[name] = True
-            elif eq:
-                own[name] = inline
+                continue
+            if eq:
+                value = inline
             elif i < len(head):
-                own[name] = head[i]
+                value = head[i]
                 i += 1
             else:
                 raise UsageError(f"{verb}: {name} needs a value")
+            if name in own and own[name] != value:
+                raise UsageError(f"{verb}: {name} given twice ({own[name]!r} and {value!r}); give it once")
+            own[name] = value
             continue
+        if name in GLOBAL_OPTIONS and (table is None or name not in table.flags):
+            shown = " ".join([name, head[i]] if GLOBAL_OPTIONS[name] and not eq and i < len(head) else [tok])
+            raise UsageError(f"{verb}: {name} is a global option of sglwrap: put it before the verb, "
+                             f"e.g. sglwrap {shown} {verb} ...")
         _refuse_own_typo(name, own_options, table, verb)
         rest.append(tok)
         if table is not None and tok.startswith("--") and not eq:
@@ -62,6 +71,12 @@ def _refuse_own_typo(name: str, own_options: Mapping[str, bool], table: FlagTabl
     close = difflib.get_close_matches(name, list(own_options), n=1, cutoff=OWN_TYPO_CUTOFF)
     if close:
         raise UsageError(f"{verb}: unknown option {name}; did you mean sglwrap's {close[0]}?")
+    # a truncation of one own option (--prof) that is no SGLang flag's start: sglwrap takes no abbreviations
+    longer = [o for o in own_options if o.startswith(name) and len(name) >= 5]
+    sglang_too = table is not None and any(f.startswith(name) for f in table.flags)
+    if len(longer) == 1 and not sglang_too:
+        raise UsageError(f"{verb}: unknown option {name}; did you mean sglwrap's {longer[0]}? (sglwrap's own "
+                         "options are never abbreviated)")
 
 
 def _skip_values(head: list[str], i: int, info: Any, rest: list[str]) -> int:

@@ -31,11 +31,10 @@ SERVER_MODULE = "sglang.launch_server"
 # sglang.launch_server` warns that it is only "still supported" and recommends `sglang serve`; 0.5.10 is also where
 # `serve` got `--model-type`, which sglwrap sets to `llm` so serve skips its diffusion auto-detection (which may fetch
 # model_index.json from the Hub) and runs exactly launch_server's code: prepare_server_args + run_server, under the
-# same try/finally kill_process_tree. Exec'd through `python -c` so the PID, signals and exit code stay SGLang's and no
-# console script has to exist next to the interpreter.
+# same try/finally kill_process_tree. The target venv's own console script is exec'd (its shebang names that venv's
+# python), so the PID, signals and exit code stay SGLang's and `pgrep -f 'sglang serve'` finds the server.
 SERVE_ENTRY = "sglang serve"
 SERVE_SINCE = "0.5.10"
-SERVE_BOOT = "import sys; from sglang.cli.main import main; sys.argv[0] = 'sglang'; sys.exit(main())"
 MANIFEST_NAME = "manifest.json"
 
 
@@ -47,9 +46,14 @@ def server_entry(version: object) -> str:
 
 
 def entry_argv(python: str, module: str) -> list[str]:
-    """The argv in front of SGLang's own arguments: ``python -m MODULE`` or ``sglang serve`` through ``python -c``."""
+    """The argv in front of SGLang's own arguments: the target venv's ``sglang`` console script (``…/bin/sglang
+    serve``, beside ``python``), else ``python -m MODULE`` (``sglang.launch_server`` when the script is missing).
+    Either way ``pgrep -f 'sglang serve'`` / ``pgrep -f sglang.launch_server`` finds the server."""
     if module == SERVE_ENTRY:
-        return [python, "-c", SERVE_BOOT, "serve", "--model-type", "llm"]
+        script = Path(python).parent / "sglang"
+        if script.is_file() and os.access(script, os.X_OK):
+            return [str(script), "serve", "--model-type", "llm"]
+        return [python, "-m", SERVER_MODULE]
     return [python, "-m", module]
 
 
@@ -71,6 +75,7 @@ class LaunchPlan:
     facts: HostFacts | None = None
     release: dict[str, Any] = field(default_factory=dict)  # which SGLang the plan is for, and why
     gates: dict[str, Any] = field(default_factory=dict)  # preflight / memory results for the manifest
+    env_forced: dict[str, dict[str, str]] = field(default_factory=dict)  # NAME -> {yours, profile}: force: true
 
     @property
     def argv(self) -> list[str]:
@@ -110,7 +115,8 @@ def plan_launch(profile: Profile, cmd: SglangCmdline, *, python: str,
             continue
         profile_args += list(frag)
         feature_env.update(env)
-    env_set, env_kept = _plan_env(profile, feature_env, environ, user_dests, warnings)
+    env_forced: dict[str, dict[str, str]] = {}
+    env_set, env_kept = _plan_env(profile, feature_env, environ, user_dests, warnings, env_forced)
     if profile_args:
         try:
             cmd.with_args(profile_args)  # the profile's values must be ones this SGLang accepts
@@ -120,7 +126,7 @@ def plan_launch(profile: Profile, cmd: SglangCmdline, *, python: str,
         profile=profile, python=python, module=module,
         sglang_args=tuple(user_args) + tuple(profile_args), profile_args=tuple(profile_args),
         env_set=env_set, env_kept=env_kept, overridden=tuple(overridden), warnings=tuple(warnings),
-        sglang_version=table.version, flag_table_source=table.source, facts=facts,
+        sglang_version=table.version, flag_table_source=table.source, facts=facts, env_forced=env_forced,
     )
 
 
@@ -150,7 +156,8 @@ def _feature_fragment(profile: Profile, name: str, mode: str, table: FlagTable,
 
 
 def _plan_env(profile: Profile, feature_env: Mapping[str, str], environ: Mapping[str, str],
-              user_dests: set[str], warnings: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+              user_dests: set[str], warnings: list[str],
+              env_forced: dict[str, dict[str, str]]) -> tuple[dict[str, str], dict[str, str]]:
     env_set: dict[str, str] = {}
     env_kept: dict[str, str] = {}
     wanted = {name: (s.value, s.force) for name, s in profile.env.items()}
@@ -172,6 +179,8 @@ def _plan_env(profile: Profile, feature_env: Mapping[str, str], environ: Mapping
             warnings.append(f"{name}={current} from your environment is kept over the profile's {value} "
                             "(set 'force: true' in the profile to override)")
             continue
+        if current is not None and current != value:
+            env_forced[name] = {"yours": current, "profile": value}
         env_set[name] = value
     return env_set, env_kept
 
@@ -209,6 +218,7 @@ def manifest(plan: LaunchPlan, run_dir: Path, site: Path, environ: Mapping[str, 
         "env_kept": plan.env_kept,
         "profile_args": list(plan.profile_args),
         "overridden": list(plan.overridden),
+        "env_forced": dict(plan.env_forced),
         "warnings": list(plan.warnings),
         "versions": {"sglang": plan.sglang_version, "sglwrap": __version__,
                      "python": sys.version.split()[0]},
@@ -236,16 +246,19 @@ def write_files(run_dir: Path, site_text: str, doc: Mapping[str, Any]) -> tuple[
     return site, path
 
 
-def describe(plan: LaunchPlan, site: Path | str, manifest_path: Path | str) -> str:
-    """Human-readable summary of a plan."""
+def describe(plan: LaunchPlan, site: Path | str, manifest_path: Path | str, *, supervise: bool = False) -> str:
+    """Human-readable summary of a plan (``supervise``: --notify runs SGLang as a child instead of exec)."""
     why = plan.release.get("why") if plan.release else None
     lines = [f"profile   {plan.profile.name} ({plan.profile.short_hash})",
              f"sglang    {plan.sglang_version} ({why or 'flags: ' + plan.flag_table_source})"]
     for k, v in sorted(plan.env_set.items()):
-        lines.append(f"env       {k}={v}")
+        forced = plan.env_forced.get(k)
+        lines.append(f"env       {k}={v}" + (f" (force: true in the profile overrides yours, {k}={forced['yours']})"
+                                              if forced else ""))
     for k, v in sorted(plan.env_kept.items()):
         lines.append(f"env kept  {k}={v} (yours)")
-    lines.append(f"exec      {shlex.join(plan.argv)}")
+    lines.append(f"{'supervise' if supervise else 'exec':<9} {shlex.join(plan.argv)}"
+                 + (" (as a child: sglwrap stays the unit's main process for systemd notify)" if supervise else ""))
     lines.append(f"inject    {site}")
     lines.append(f"manifest  {manifest_path}")
     for w in plan.warnings:
@@ -272,6 +285,11 @@ def _describe_gates(gates: Mapping[str, Any]) -> list[str]:
         lines.append(f"memory    {mem['verdict']}: KV pool {gib:.1f} GiB per GPU = {mem.get('kv_tokens', 0):,} tokens "
                      f"at --mem-fraction-static {mfs.get('value')} ({mfs.get('source')}); "
                      f"weights {mem.get('weights_bytes_per_rank', 0) / 2**30:.1f} GiB/rank")
+        cap = mem.get("context_capped")
+        if cap:
+            lines.append(f"  context capped at {cap['max_request_tokens']:,} tokens: the KV pool holds "
+                         f"{cap['kv_tokens']:,}, fewer than --context-length {cap['context_length']:,}; "
+                         f"fix: {cap['fix']}")
     elif isinstance(mem, dict) and "skipped" in mem:
         lines.append(f"memory    not planned: {mem['skipped']}")
     return lines
@@ -282,9 +300,9 @@ def exec_plan(plan: LaunchPlan, env: Mapping[str, str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execve(plan.python, plan.argv, dict(env))
+        os.execve(plan.argv[0], plan.argv, dict(env))
     except OSError as e:
-        raise ConfigError(f"cannot exec {plan.python}: {e.strerror}") from None
+        raise ConfigError(f"cannot exec {plan.argv[0]}: {e.strerror}") from None
 
 
 def require_user_args(args: Sequence[str]) -> None:

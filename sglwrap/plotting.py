@@ -23,6 +23,17 @@ def pyplot(error: type[SglwrapError] = SglwrapError, *, exit_code: int | None = 
     return plt
 
 
+def require_matplotlib(verb: str) -> None:
+    """A UsageError (64) before any work when ``--plot`` is asked for and matplotlib is not installed."""
+    from sglwrap.errors import UsageError
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError(f"{verb}: --plot needs matplotlib, which is not installed: pip install 'sglwrap[plot]' "
+                         "(or matplotlib), or drop --plot") from None
+
+
 def png_bytes(fig: Any, **savefig: Any) -> bytes:
     """Lay ``fig`` out and render it to PNG bytes (the caller closes it)."""
     fig.tight_layout()

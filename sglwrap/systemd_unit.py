@@ -228,7 +228,10 @@ def render_unit(spec: UnitSpec, *, invocation: Sequence[str] = ()) -> str:
     else:
         lines += ["# sglwrap execs SGLang in the same PID: signals and exit codes are SGLang's own",
                   "Type=exec"]
-    lines += [f"EnvironmentFile={ENV_FILE}", quote_env("PYTHONUNBUFFERED", "1")]
+    lines += ["# No User=: the unit runs as root, like the shell you ran `sglang serve` from, since SGLang needs",
+              "# /dev/nvidia*, the model files and writable caches (HF, Triton, FlashInfer) under its HOME. To run it",
+              "# unprivileged add User=NAME (in the video group, owning HOME and the caches) and Environment=HOME=...",
+              f"EnvironmentFile={ENV_FILE}", quote_env("PYTHONUNBUFFERED", "1")]
     if spec.notify:
         lines.append(quote_env("SGLWRAP_STOP_GRACE", str(STOP_GRACE_S)))
     for name, value in sorted(spec.environment.items()):

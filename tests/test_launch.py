@@ -57,7 +57,7 @@ def test_dry_run_json_has_the_contract_keys_and_writes_the_files(capsys: pytest.
     assert {"argv", "env", "sitecustomize", "manifest", "profile"} <= set(doc)
     # SGLang 0.5.23 (installed, or the newest bundled table): `sglang serve`, with the LLM backend chosen explicitly
     serve = doc["argv"].index("serve")
-    assert doc["argv"][1] == "-c" and "sglang.cli.main" in doc["argv"][2] and serve == 3
+    assert doc["argv"][0].endswith("/bin/sglang") and serve == 1  # the target venv's console script: pgrep-able
     assert doc["argv"][serve + 1:serve + 3] == ["--model-type", "llm"]
     assert doc["argv"][serve + 3:] == ["--model-path", str(MODEL), "--tp-size", "8"]
     site = Path(doc["sitecustomize"])

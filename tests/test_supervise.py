@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from sglwrap.errors import ConfigError
+from sglwrap.errors import ConfigError, UsageError
 from sglwrap.sglang.cmdline import parse_cmdline
 from sglwrap.sglang.flags import bundled_table
 from sglwrap.supervise import Endpoint, endpoint_from_args, stop_grace_from_env
@@ -308,7 +308,7 @@ def test_grpc_mode_has_no_health_to_notify_from() -> None:
 
 
 def test_bad_port_names_the_flag_and_the_range() -> None:
-    with pytest.raises(ConfigError, match=r"--port '70000': expected a TCP port number 1-65535"):
+    with pytest.raises(UsageError, match=r"--port 70000: not a TCP port; allowed: 1-65535"):
         endpoint_from_args(parse_cmdline(["--port", "70000"], bundled_table("0.5.23")))
 
 
@@ -350,7 +350,7 @@ def test_launch_notify_end_to_end(notify: Collector, tmp_path: Path) -> None:
     worker = [json.loads(line) for line in err.splitlines() if '"worker-env"' in line]
     assert worker and worker[0]["env"]["NCCL_MAX_NCHANNELS"] == "2", "the injector must reach the child"
     launched = [json.loads(line) for line in err.splitlines() if '"launch.exec"' in line]
-    assert launched[0]["mode"] == "notify" and launched[0]["hash"] == worker[0]["hash"]
+    assert launched[0]["mode"] == "supervise" and launched[0]["hash"] == worker[0]["hash"]
 
 
 def test_launch_without_notify_still_execs_in_the_same_pid(tmp_path: Path) -> None:

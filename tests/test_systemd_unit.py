@@ -178,7 +178,7 @@ def test_the_units_command_line_really_runs_sglwrap(capsys: pytest.CaptureFixtur
     doc = json.loads(res.stdout)
     start = doc["argv"].index("--model-path")
     assert doc["argv"][start:start + len(args)] == args
-    assert doc["mode"] == "notify" and doc["health"] == "http://127.0.0.1:30000/health"
+    assert doc["mode"] == "supervise" and doc["health"] == "http://127.0.0.1:30000/health"
 
 
 def test_bad_profile_is_refused_now_with_exit_78(capsys: pytest.CaptureFixture[str]) -> None:

@@ -121,6 +121,8 @@ def parse_size(text: str) -> int:
         raise UsageError(f"--sizes: {text!r} is not a size (e.g. 43008, 42K, 1M, 64MiB)") from None
     if value <= 0:
         raise UsageError(f"--sizes: {text!r} must be positive")
+    if value > 64 * 1024 * MIB:
+        raise UsageError(f"--sizes: {text!r} is more than 64 GiB, larger than any GPU's all-reduce buffer")
     return value
 
 

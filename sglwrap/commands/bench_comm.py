@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sglwrap.bounds import MAX_BATCH, MAX_GPUS_PER_HOST, check_count, finite_seconds
 from sglwrap.errors import ConfigError, UsageError
 
 EXIT_SOME_FAILED = 1
@@ -95,6 +96,8 @@ def _ints(text: str, what: str) -> list[int]:
         raise UsageError(f"{what}: {text!r} is not a comma-separated list of integers") from None
     if any(v <= 0 for v in vals):
         raise UsageError(f"{what}: values must be positive")
+    for v in vals:
+        check_count(what, v, MAX_BATCH, "requests")
     return vals
 
 
@@ -113,14 +116,26 @@ def options(args: argparse.Namespace, environ: dict[str, str], argv: list[str]) 
     world = args.world_size or args.tp or 2
     if world < 1:
         raise UsageError("--world-size must be at least 1")
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    check_count("--world-size" if args.world_size else "--tp", world, MAX_GPUS_PER_HOST, "ranks on this host")
+    finite_seconds("--timeout", args.timeout)
+    finite_seconds("--budget", args.budget)
     if args.min_samples < 1:
         raise UsageError("--min-samples must be at least 1")
+    check_count("--min-samples", args.min_samples, 1_000_000, "samples")
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    check_count("--repeat", args.repeat, 1000, "runs")
+    if args.spec_tokens < 0:
+        raise UsageError("--spec-tokens must be 0 or more")
+    check_count("--spec-tokens", args.spec_tokens, 1024, "draft tokens")
+    if args.graph_ops is not None:
+        check_count("--graph-ops", args.graph_ops, 100_000, "all-reduces")
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise UsageError(f"--plot {args.plot}: the plot is a PNG image; name the file *.png")
+    if args.plot is not None:
+        from sglwrap.plotting import require_matplotlib
+
+        require_matplotlib("bench-comm")
     model = sz.model_shape(args.model_path) if args.model_path else None
     dtype = args.dtype or (model.dtype if model and model.dtype in sz.DTYPE_BYTES else "bfloat16")
     if dtype not in ("bfloat16", "float16", "float32"):
@@ -157,14 +172,28 @@ def options(args: argparse.Namespace, environ: dict[str, str], argv: list[str]) 
         if target.exists():  # found out before minutes of measuring, not after
             raise ConfigError(f"--write-profile: {target} already exists; choose another name or remove it")
     budget = args.budget if args.budget is not None else (0.05 if gloo else 0.2)
+    python = args.python or target_python(environ)
+    _require_torch(python)
     return BenchOptions(
         profiles=profiles, sizes=tuple(sizes), targets=tuple(targets), backend=args.backend, world_size=world,
         modes=("eager", "graph") if args.graph else ("eager",), dtype=dtype, graph_ops=graph_ops, model=model,
         sweep_dims=dims, sweep_full=args.sweep_full, timeout=args.timeout, budget_s=budget,
         min_reps=args.min_samples, max_reps=max(args.min_samples, 200), warmup=5,
-        python=args.python or target_python(environ), allow_nvls=args.allow_nvls, repeat=args.repeat,
+        python=python, allow_nvls=args.allow_nvls, repeat=args.repeat,
         argv=tuple(argv),
     )
+
+
+def _require_torch(python: str) -> None:
+    """The ranks run torch.distributed: an interpreter without torch cannot measure anything (78, before any rank
+    starts). Read from the package metadata, never an import."""
+    from sglwrap.host.stack import package_versions
+
+    if not os.path.exists(python):
+        raise ConfigError(f"bench-comm: interpreter {python} does not exist (--python / SGLWRAP_PYTHON)")
+    if not package_versions(python, ("torch",)).get("torch"):
+        raise ConfigError(f"bench-comm: torch is not installed for {python}; the ranks run torch.distributed: "
+                          f"{python} -m pip install torch, or point --python / SGLWRAP_PYTHON at one that has it")
 
 
 def run(args: argparse.Namespace) -> int:

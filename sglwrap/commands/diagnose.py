@@ -42,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
         from sglwrap.errors import UsageError
 
         raise UsageError(f"diagnose: --plot {args.plot}: the plot is a PNG image; name the file *.png")
+    if args.plot is not None:
+        from sglwrap.plotting import require_matplotlib
+
+        require_matplotlib("diagnose")
     reports = diagnose_runs(args.logs)
     from sglwrap import term
     from sglwrap.diagnose import fixcheck

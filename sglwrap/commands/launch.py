@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sglwrap import argsplit
 from sglwrap import launch as L
 from sglwrap import multinode
-from sglwrap.errors import ConfigError, UsageError
+from sglwrap.errors import EXIT_USAGE, ConfigError, SglwrapError, UsageError
 from sglwrap.inject import planned_run_dir, run_dir_for
 from sglwrap.sglang.cmdline import SglangCmdline, read_cmdline
 from sglwrap.sglang.flags import FlagTable, table_for, target_release
@@ -59,8 +59,32 @@ def split_own_args(argv: Sequence[str], table: FlagTable | None) -> tuple[dict[s
     return argsplit.split_own_args(argv, OWN_OPTIONS, table, "launch")
 
 
+def _wants_json(head: Sequence[str]) -> bool:
+    """``--dry-run --json`` among sglwrap's own options (before any ``--``): errors are answered in JSON too."""
+    pre = list(head[: list(head).index("--")] if "--" in head else head)
+    return "--dry-run" in pre and "--json" in pre
+
+
+def json_failure(e: SglwrapError) -> None:
+    """The one JSON object of a ``--dry-run --json`` that did not plan: verdict, exit code, the error, the gates."""
+    gates = getattr(e, "gates", None)
+    verdict = "usage_error" if e.exit_code == EXIT_USAGE else ("blocked" if gates else "error")
+    doc = {"command": "launch", "verdict": verdict, "exit_code": e.exit_code, "error": e.message,
+           "argv": None, "gates": gates, "mode": None}
+    sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+
+
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> L.LaunchOptions:
     """Custom parse: only sglwrap's exact option names are ours (no abbreviations)."""
+    try:
+        return _parse(parser, argv)
+    except SglwrapError as e:
+        if _wants_json(list(argv[1:])):
+            json_failure(e)
+        raise
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> L.LaunchOptions:
     head = list(argv[1:])
     pre = head[: head.index("--")] if "--" in head else head
     if "-h" in pre or "--help" in pre:
@@ -150,7 +174,16 @@ def plan_for(opts: L.LaunchOptions, environ: dict[str, str],
 
 def run(opts: L.LaunchOptions) -> int:
     """Parse → facts → profile → preflight (memory planned once) → plan → [rehearsal] → files → exec (or print,
-    for --dry-run)."""
+    for --dry-run). With ``--dry-run --json`` a failure is still one JSON object on stdout (and the same exit code)."""
+    try:
+        return _run(opts)
+    except SglwrapError as e:
+        if opts.dry_run and opts.json:
+            json_failure(e)
+        raise
+
+
+def _run(opts: L.LaunchOptions) -> int:
     from sglwrap.log import get_logger
 
     environ = dict(os.environ)
@@ -180,7 +213,7 @@ def run(opts: L.LaunchOptions) -> int:
     _log_gates(log, plan.gates)
     log.info("launch.exec", profile=plan.profile.name, hash=plan.profile.hash, manifest=str(manifest_path),
              argv=plan.argv, node_rank=placement.node_rank, nnodes=placement.nnodes, rank_source=placement.source,
-             mode="notify" if endpoint else "exec")
+             mode="supervise" if endpoint else "exec")
     if endpoint is not None:
         return _supervise(plan, L.exec_environment(plan, run_dir, environ), endpoint, environ)
     L.exec_plan(plan, L.exec_environment(plan, run_dir, environ))
@@ -243,14 +276,15 @@ def _dry_run(opts: L.LaunchOptions, plan: L.LaunchPlan, environ: dict[str, str],
         out = {"argv": plan.argv, "env": doc["env"], "sitecustomize": site, "manifest": manifest_path,
                "written": written, "profile": {"name": plan.profile.name, "hash": plan.profile.hash},
                "env_kept": plan.env_kept, "warnings": [*plan.warnings, *notes],
-               "overridden": list(plan.overridden),
+               "overridden": list(plan.overridden), "env_forced": dict(plan.env_forced),
                "sglang_version": plan.sglang_version, "sglang": plan.release, "flag_table": plan.flag_table_source,
                "gates": plan.gates, "node": placement.as_dict(),
-               "mode": "notify" if endpoint else "exec", "health": f"{endpoint.url}/health" if endpoint else None}
+               "mode": "supervise" if endpoint else "exec", "health": f"{endpoint.url}/health" if endpoint else None,
+               "verdict": "planned", "exit_code": 0}
         sys.stdout.write(json.dumps(out, indent=1) + "\n")
         return 0
     tail = "" if written else " (not written: dry run; --keep writes it)"
-    sys.stdout.write(L.describe(plan, site + tail, manifest_path + tail) + "\n")
+    sys.stdout.write(L.describe(plan, site + tail, manifest_path + tail, supervise=endpoint is not None) + "\n")
     sys.stdout.write(f"node      {placement.node_rank} of {placement.nnodes} ({placement.source})\n")
     sys.stdout.write("".join(f"note      {n}\n" for n in notes))
     return 0

@@ -63,7 +63,9 @@ def _float(own: dict[str, Any], name: str) -> float | None:
         raise UsageError(f"memory: {name} {own[name]!r}: expected GiB as a number, e.g. 21.63") from None
     if value <= 0:
         raise UsageError(f"memory: {name} {value}: must be positive")
-    return value
+    from sglwrap.bounds import finite_gib
+
+    return finite_gib(f"memory: {name}", value)
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> MemoryOptions:
@@ -131,11 +133,9 @@ def run(opts: MemoryOptions) -> int:
     if opts.plot and not opts.plot.lower().endswith(".png"):
         raise UsageError(f"memory: --plot {opts.plot}: the plot is a PNG image; name the file *.png")
     if opts.plot:  # checked before planning: a missing plotting library is a usage problem (64), not an OOM
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise UsageError("memory: --plot needs matplotlib, which is not installed: pip install 'sglwrap[plot]' "
-                             "(or matplotlib), or drop --plot") from None
+        from sglwrap.plotting import require_matplotlib
+
+        require_matplotlib("memory")
     cmd, version = _cmdline(opts)
     facts = _facts(opts.assume)
     env, sg = _profile(opts.profile)

@@ -19,7 +19,7 @@ from sglwrap.argsplit import refuse_misplaced_own, split_own_args
 # sglwrap's own options here: name -> takes a value. None may equal an SGLang flag (checked in the tests).
 OWN_OPTIONS: dict[str, bool] = {
     "--profile": True, "--json": False, "--assume": True, "--assume-stack": True, "--force": False,
-    "--explain": True, "--deep": False,
+    "--explain": True, "--deep": False, "--verbose": False,
 }
 
 
@@ -35,6 +35,7 @@ class PreflightOptions:
     force: bool = False
     explain: str | None = None
     deep: bool = False
+    verbose: bool = False  # every skipped check on its own row (else one folded line)
 
 
 def add_parser(sub: Any) -> None:
@@ -52,6 +53,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--deep", action="store_true", help="also run the installed SGLang's own argument checks in a "
                    "CPU child (sglang-selfcheck; seconds the first time for a command line, then kept; `launch` "
                    "always runs them)")
+    p.add_argument("--verbose", action="store_true", help="list every skipped check on its own row (else one line)")
     p.add_argument("--explain", metavar="ID", help="print one knowledge-base entry (its conditions, the error users "
                    "see, the fix and its public sources) and exit")
     p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments (after --)")
@@ -73,7 +75,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> PreflightOpti
     return PreflightOptions(
         profile=own.get("--profile"), sglang_args=tuple(sglang_args), json=bool(own.get("--json")),
         assume=own.get("--assume"), assume_stack=own.get("--assume-stack"), force=bool(own.get("--force")),
-        explain=own.get("--explain"), deep=bool(own.get("--deep")))
+        explain=own.get("--explain"), deep=bool(own.get("--deep")), verbose=bool(own.get("--verbose")))
 
 
 def preflight(opts: PreflightOptions, environ: Mapping[str, str]) -> tuple[Any, dict[str, Any]]:
@@ -141,7 +143,7 @@ def run(opts: PreflightOptions) -> int:
         return explain(opts.explain)
     result, timing = preflight(opts, os.environ)
     stream = sys.stderr if opts.json else sys.stdout
-    table = to_table(result, width=min(term.width(stream), 140))
+    table = to_table(result, width=min(term.width(stream), 140), verbose=opts.verbose)
     term.report(f"preflight on {result.facts.source}: {result.headline}\n" + table.split("\n", 1)[1], stream)
     if opts.json:
         sys.stdout.write(json.dumps(to_json(result, timing=timing, headline=result.headline),

@@ -117,8 +117,11 @@ def run(opts: UnitOptions) -> int:
                       watchdog_sec=opts.watchdog_sec, description=opts.description, environment=env,
                       rehearse=opts.rehearse)
     invocation = ["sglwrap", "systemd-unit", *(["--profile", opts.profile] if opts.profile else []),
-                  *(["--notify"] if opts.notify else []), *(["--rehearse"] if opts.rehearse else []), "--",
-                  *U.redact(unit_args)]
+                  *(["--notify"] if opts.notify else []), *(["--rehearse"] if opts.rehearse else []),
+                  *(["--watchdog-sec", str(opts.watchdog_sec)] if opts.watchdog_sec is not None else []),
+                  *(["--sglwrap-bin", opts.sglwrap_bin] if opts.sglwrap_bin else []),
+                  *(["--description", opts.description] if opts.description is not None else []),
+                  "--", *U.redact(unit_args)]
     sys.stdout.write(U.render_unit(spec, invocation=invocation))
     sys.stdout.flush()
     for s in secrets:

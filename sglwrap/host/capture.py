@@ -45,6 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"wrote {args.out}: {len(facts.gpus)} GPU(s), driver {facts.driver_version}\n")
     else:
         sys.stdout.write(text)
+    if not facts.gpus:
+        why = "; ".join(facts.notes) or "NVML reported no GPU"
+        sys.stderr.write(f"warning: 0 GPUs captured ({why}); preflight --assume with this file blocks, as it "
+                         "would live on this host: capture on the GPU machine, with its driver loaded\n")
     return 0
 
 

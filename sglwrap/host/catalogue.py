@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sglwrap.bounds import MAX_GPUS_PER_HOST, check_count
 from sglwrap.errors import UsageError
 from sglwrap.host.facts import GpuFacts, HostFacts, LinkFacts, load_facts
 
@@ -307,11 +308,28 @@ def _lookup(spec: str, name: str) -> CatalogueGpu:
                      f"{', '.join(catalogue_names())}")
 
 
+def _family(name: str) -> CatalogueGpu | None:
+    """The catalogue GPU a name with extra words means (``H100-80GB`` -> H100, ``A100-80GB`` -> A100-80G): the
+    name with ``GB`` written ``G``, else its leading hyphen-separated words, longest first."""
+    respelled = re.sub(r"(\d+)\s*GB\b", r"\1G", name, flags=re.I)
+    if respelled != name and find_gpu(respelled) is not None:
+        return find_gpu(respelled)
+    words = re.split(r"[-_\s]+", name)
+    for n in range(len(words) - 1, 0, -1):
+        gpu = find_gpu("-".join(words[:n]))
+        if gpu is not None:
+            return gpu
+    return None
+
+
 def _did_you_mean(name: str) -> str:
     """A hint for an unknown GPU name: the boards the name is the start of (``RTX4060Ti`` -> ``RTX-4060-Ti-16G``,
     ``GH200`` -> both GH200s), else the closest spelling."""
     import difflib
 
+    family = _family(name)
+    if family is not None:
+        return f" Did you mean {family.key!r}? (names carry the memory only where a family has several sizes)"
     longer = [g.key for g in _CAT if _squash(g.key).startswith(_squash(name))]
     if 0 < len(longer) <= 3:
         return f" Did you mean {' or '.join(repr(k) for k in longer)}?"
@@ -328,16 +346,17 @@ def resolve_assume(spec: str) -> HostFacts:
         parts = []
         for m in matches:
             assert m is not None
-            count = int(m.group(1))
-            if count < 1:
-                raise UsageError(f"--assume {spec!r}: the GPU count must be at least 1")
+            count = _count(spec, m.group(1))
             parts.append((count, _lookup(spec, m.group(2))))
+        check_count(f"--assume {spec!r}", sum(c for c, _ in parts), MAX_GPUS_PER_HOST, "GPUs in one host")
         return facts_for_mix(parts)
+    if not spec.strip():
+        raise UsageError("--assume '': empty; expected <count>x<GPU> (e.g. 8xH200) or the path of a HostFacts file")
     m = _ASSUME_RE.match(spec.strip())
     if m is None:
-        path = Path(spec).expanduser()
+        path = Path(spec.strip()).expanduser()
         if path.exists() or spec.endswith(".json") or "/" in spec:
-            return load_facts(path)
+            return load_assumed_file(path)
         bare = find_gpu(spec.strip())
         if bare is not None:
             raise UsageError(f"--assume {spec!r}: how many? Give the GPU count too, e.g. 8x{bare.key}")
@@ -347,7 +366,26 @@ def resolve_assume(spec: str) -> HostFacts:
             f"--assume {spec!r}: expected <count>x<GPU> (e.g. 8xRTX-PRO-6000, 2xH200, 1xRTX-5090+1xRTX-3090) or the "
             f"path of a HostFacts JSON file; known GPUs: {', '.join(catalogue_names())}"
         )
-    count, name = int(m.group(1)), m.group(2)
+    return facts_for(_count(spec, m.group(1)), _lookup(spec, m.group(2)))
+
+
+def load_assumed_file(path: Path) -> HostFacts:
+    """The HostFacts file an ``--assume`` names: a path that is no file is a usage error (64) like an unknown GPU
+    name; a file that is not HostFacts is a broken input (78); more GPUs than one host has is refused (64)."""
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "no such file"
+        raise UsageError(f"--assume {path}: {what}; expected a HostFacts JSON file (write one with "
+                         "`python3 -m sglwrap.host.capture --out host.json` on the machine) or <count>x<GPU>")
+    facts = load_facts(path)
+    check_count(f"--assume {path}", len(facts.gpus), MAX_GPUS_PER_HOST, "GPUs in one host")
+    return facts
+
+
+def _count(spec: str, digits: str) -> int:
+    """The GPU count of one ``<count>x<GPU>`` part: 1 to MAX_GPUS_PER_HOST (checked on the digits, so a
+    thousand-digit count costs nothing)."""
+    count = int(digits) if len(digits.lstrip("0")) <= len(str(MAX_GPUS_PER_HOST)) else MAX_GPUS_PER_HOST + 1
     if count < 1:
         raise UsageError(f"--assume {spec!r}: the GPU count must be at least 1")
-    return facts_for(count, _lookup(spec, name))
+    check_count(f"--assume {spec!r}", count, MAX_GPUS_PER_HOST, "GPUs in one host")
+    return count

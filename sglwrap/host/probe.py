@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from sglwrap.errors import UsageError
 from sglwrap.host import stack
-from sglwrap.host.facts import HostFacts, load_facts
+from sglwrap.host.facts import HostFacts
 
 
 class HostProbe(Protocol):
@@ -66,7 +66,9 @@ class FileProbe:
     path: Path
 
     def facts(self) -> HostFacts:
-        return load_facts(self.path)
+        from sglwrap.host.catalogue import load_assumed_file  # a wrong path is 64, like an unknown GPU name
+
+        return load_assumed_file(self.path)
 
 
 def with_local_stack(
@@ -107,6 +109,8 @@ def probe_for(assume: str | None, *, python: str = sys.executable,
     if assume is None:
         return NvmlProbe(python=python, environ=environ)
     spec = assume.strip()
+    if not spec:
+        raise UsageError("--assume '': empty; expected <count>x<GPU> (e.g. 8xH200) or the path of a HostFacts file")
     looks_like_file = os.path.exists(spec) or spec.endswith(".json") or "/" in spec
     if not looks_like_file:  # 8xH200, or a typo of one (H200, 8H200): the catalogue says what is wrong (64)
         return CatalogueProbe(spec=spec, python=python, environ=environ)
@@ -175,11 +179,24 @@ def parse_assume_stack(text: str) -> dict[str, str]:
             value = value.lower()
         elif value.lower() == "none" and key in KNOWN_PACKAGES and key != "sglang":
             value = "none"  # known to be absent (an image without FlashInfer)
-        elif not _VER_RE.match(value):
-            raise UsageError(f"--assume-stack {key}={value!r}: not a version (or 'none' for a package that is "
-                             "not installed)")
+        elif not _VER_RE.match(value) or not _pep440(value):
+            raise UsageError(f"--assume-stack {key}={value!r}: not a version (expected digits and dots, e.g. "
+                             "2.9.1, 2.9.1+cu128, 580.95.05; or 'none' for a package that is not installed)")
+        if key in out and out[key] != value:
+            raise UsageError(f"--assume-stack {key} given twice ({out[key]} and {value}); give each name once")
         out[key] = value
     return out
+
+
+def _pep440(value: str) -> bool:
+    """Whether ``value`` reads as a version (``2.x`` and ``latest`` do not)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(value)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def _check_key(key: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from sglwrap.distinfo import installed_versions
 from sglwrap.fsutil import cache_dir
+from sglwrap.interpreter import interpreter_id, is_running
 
 # Packages whose versions decide what works (issue 3); the first found of each alias group is reported.
 PACKAGES: tuple[str, ...] = (
@@ -56,7 +57,7 @@ PROBE_TIMEOUT_S = 120
 def site_paths(python: str) -> list[str]:
     """Where the interpreter ``python`` finds packages; read from its venv layout when it has one."""
     exe = Path(python)
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
+    if is_running(python):
         return [p for p in sys.path if p]
     venv = exe.parent.parent
     if (venv / "pyvenv.cfg").is_file():
@@ -95,7 +96,7 @@ def probe_key(python: str, packages: Mapping[str, str], driver: str | None, uuid
     """The cache key of one stack probe: interpreter, versions, driver, GPUs and the probe script itself."""
     blob = json.dumps(
         {
-            "python": os.path.realpath(python),
+            "python": interpreter_id(python),
             "packages": dict(sorted(packages.items())),
             "driver": driver,
             "uuids": sorted(u or "" for u in uuids),

@@ -104,6 +104,29 @@ class MemoryPlan:
                 "slots_per_request": m.slots_per_request,
                 "error": self.budget.mamba_error}
 
+    def context_capped(self) -> dict[str, Any] | None:
+        """An explicit ``--context-length`` the KV pool cannot hold for one request: SGLang still starts but caps
+        every request at ``min(context_len, pool) - 1`` tokens (0.5.23 ``tp_worker.py`` ``get_worker_info``, which
+        logs "KV pool holds N tokens, fewer than --context-length"); None when the context fits or was not given."""
+        b = self.budget
+        if self.args.context_length is None or self.verdict not in ("fits", "fits_tight") \
+                or not 0 < b.kv_tokens < b.context_len:
+            return None
+        capped = b.kv_tokens - 1
+        fix = f"--context-length {capped}"
+        plain = self.cell.swa is None and b.mamba is None and self.args.max_total_tokens is None
+        if plain and b.pre_weights_free > 0 and b.cell_bytes:
+            import math
+
+            short = (b.context_len - b.kv_tokens + 2 * b.page_size) * b.cell_bytes
+            f_new = math.ceil((b.mem_fraction_static + short / b.pre_weights_free) * 1000 + 1) / 1000
+            # the runtime need grows with the pool (req_to_token): keep its own margin too
+            if f_new < 1 and b.pre_weights_free * (1 - f_new) >= 1.1 * b.runtime_need + b.need_pm:
+                fix = f"--mem-fraction-static {f_new:.3f}"
+        return {"context_length": b.context_len, "kv_tokens": b.kv_tokens, "max_request_tokens": capped,
+                "fix": fix, "alternative": None if fix.startswith("--context-length") else
+                f"--context-length {capped}"}
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract (schema_version 1)."""
         b = self.budget
@@ -113,9 +136,9 @@ class MemoryPlan:
             "model": {"name": self.shape.name, "source": self.shape.source, "architecture": self.shape.architecture,
                       "layers": self.shape.num_layers, "kv_heads": self.shape.num_kv_heads,
                       "mla": self.shape.is_mla, "context_len": self.shape.context_len},
-            "gpu": {"name": self.gpu_name, "count": self.args.gpus, "interconnect": self.interconnect},
+            "gpu": {"name": self.gpu_name, "count": self.args.gpus_per_node, "interconnect": self.interconnect},
             "parallel": {"tp": self.args.tp_size, "pp": self.args.pp_size, "dp": self.args.dp_size,
-                         "attn_dp": self.args.attn_dp_size, "ep": self.args.ep_size},
+                         "attn_dp": self.args.attn_dp_size, "ep": self.args.ep_size, "nnodes": self.args.nnodes},
             "kv_cell_bytes": self.cell.bytes_per_token, "kv_cell_formula": self.cell.formula,
             "kv_tokens": b.kv_tokens, "swa_tokens": b.swa_tokens, "swa": self._swa_dict(),
             "mamba": self._mamba_dict(),
@@ -125,7 +148,7 @@ class MemoryPlan:
             "mem_fraction_static": {"value": b.mem_fraction_static, "source": b.mfs_source},
             "sglang_defaults": None if self.resolved is None else dict(describe(self.resolved)),
             "min_mem_fraction_static": round(b.min_mem_fraction_static, 4),
-            "max_context_tokens": min(b.context_len, b.kv_tokens),
+            "max_context_tokens": min(b.context_len, b.kv_tokens), "context_capped": self.context_capped(),
             "max_running_requests": b.max_running_requests,
             "terms": {
                 "gpu_total": b.gpu_total, "driver_reserved": b.driver_reserved, "cuda_context": b.cuda_context,
@@ -199,11 +222,12 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
     else:  # read once here; every term and the re-planned fixes take this one reading
         cmd = cmdline_for(sglang_argv, sglang_version)
     args = parse_server_args(cmd, version=sglang_version, profile_sglang=profile_sglang)
-    if args.gpus > facts.gpu_count:
-        raise UsageError(f"--tp-size {args.tp_size} x --pp-size {args.pp_size} needs {args.gpus} GPUs; "
-                         f"the host has {facts.gpu_count} ({facts.source})")
+    if args.gpus_per_node > facts.gpu_count:
+        nodes = f" per node over --nnodes {args.nnodes}" if args.nnodes > 1 else ""
+        raise UsageError(f"--tp-size {args.tp_size} x --pp-size {args.pp_size} needs {args.gpus_per_node} GPUs"
+                         f"{nodes}; the host has {facts.gpu_count} ({facts.source})")
     shape = load_shape(args.model_path)
-    gpus = facts.gpus[: args.gpus]
+    gpus = facts.gpus[: args.gpus_per_node]  # one node's: every rank is planned alike
     gpu_total = min(g.memory_total_bytes for g in facts.gpus)  # SGLang: min over visible GPUs
     interconnect, p2p = _interconnect(facts)
     env = {k: str(v) for k, v in profile_env.items()}

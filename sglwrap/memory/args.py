@@ -9,7 +9,7 @@ from sglwrap.errors import ArgValueError, UsageError
 from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for
 
 # dest -> how the value is converted; everything else in the argv is ignored here.
-_INT = ("tp_size", "pp_size", "dp_size", "attn_dp_size", "ep_size", "context_length", "cuda_graph_max_bs_decode",
+_INT = ("tp_size", "pp_size", "dp_size", "nnodes", "attn_dp_size", "ep_size", "context_length", "cuda_graph_max_bs_decode",
         "cuda_graph_max_bs", "chunked_prefill_size", "max_running_requests", "page_size", "max_total_tokens",
         "speculative_num_draft_tokens", "max_mamba_cache_size")
 _FLOAT = ("mem_fraction_static", "swa_full_tokens_ratio", "mamba_full_memory_ratio")
@@ -31,6 +31,7 @@ class ServerArgs:
     dp_size: int = 1
     attn_dp_size: int = 1
     ep_size: int = 1
+    nnodes: int = 1
     mem_fraction_static: float | None = None
     kv_cache_dtype: str = "auto"
     context_length: int | None = None
@@ -72,6 +73,16 @@ class ServerArgs:
         """GPUs one server uses: TP x PP, times DP replicas when DP is not DP attention."""
         replicas = self.dp_size if self.attn_dp_size <= 1 else 1
         return self.tp_size * self.pp_size * replicas
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs of one node (``--nnodes`` splits the server evenly, as SGLang's ranks do)."""
+        return -(-self.gpus // max(1, self.nnodes))
+
+    @property
+    def tp_spans_nodes(self) -> bool:
+        """Whether one TP group crosses nodes (SGLang then turns its custom all-reduce off)."""
+        return self.tp_size > self.gpus_per_node
 
 
 def _values(cmd: SglangCmdline) -> dict[str, object]:
@@ -140,6 +151,7 @@ def parse_server_args(argv: Sequence[str] | SglangCmdline, *, version: str | Non
     return ServerArgs(
         model_path=str(raw["model_path"]), tp_size=tp, pp_size=int(raw.get("pp_size", 1)),  # type: ignore[call-overload]
         dp_size=dp, attn_dp_size=attn_dp, ep_size=int(raw.get("ep_size", 1)),  # type: ignore[call-overload]
+        nnodes=max(1, int(raw.get("nnodes", 1))),  # type: ignore[call-overload]
         mem_fraction_static=None if f is None else float(f),  # type: ignore[arg-type]
         kv_cache_dtype=str(raw.get("kv_cache_dtype", "auto")),
         context_length=raw.get("context_length"),  # type: ignore[arg-type]

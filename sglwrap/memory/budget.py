@@ -165,7 +165,10 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
     else:
         nccl_t = exact(nccl.process_fixed_bytes + comms * nccl.per_comm_bytes, "NCCL model")
     nccl_init = nccl_t.bytes
-    custom_ar = CUSTOM_AR_BYTES if (world_tp > 1 and p2p and not args.disable_custom_all_reduce) else 0
+    # a TP group across nodes: SGLang disables custom all-reduce ("this process group spans across nodes",
+    # 0.5.23 custom_all_reduce_utils.py:462)
+    custom_ar = CUSTOM_AR_BYTES if (world_tp > 1 and p2p and not args.disable_custom_all_reduce
+                                    and not args.tp_spans_nodes) else 0
     if observed.avail_before_weights_bytes is not None:
         p = observed.avail_before_weights_bytes
         p_source = "observed (--avail-before-weights-gib)"

@@ -129,9 +129,15 @@ def find_config(model_path: str) -> tuple[Path, str]:
     from sglwrap.errors import UsageError
 
     # a usage error (64): the flag names no model to plan for; never the predicted-OOM code
+    import difflib
+
+    names = catalogue_names()
+    close = difflib.get_close_matches(model_path.rstrip("/").rsplit("/", 1)[-1], names, n=3, cutoff=0.6)
+    hint = (f"; did you mean the built-in config {' or '.join(close)}?" if close
+            else f"; or name one of sglwrap's {len(names)} built-in configs (sglwrap/data/models)")
     raise UsageError(
         f"--model-path {model_path}: no config.json found (not a local directory, not in the local Hugging Face "
-        f"cache); built-in configs: {', '.join(catalogue_names())}")
+        f"cache){hint}")
 
 
 # Defaults of transformers' config classes for model types whose published config.json leaves the geometry to them

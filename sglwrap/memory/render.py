@@ -59,6 +59,14 @@ def render_table(d: dict) -> str:
         lines.append("  the checkpoint's size is estimated from its config (no index or safetensors headers found): "
                      "a warning, not a block; put the checkpoint (or its model.safetensors.index.json) where "
                      "--model-path points to make it exact")
+    cap = d.get("context_capped")
+    if cap:
+        other = f" (or {cap['alternative']})" if cap.get("alternative") else ""
+        lines[-1] += f", but the context is capped at {cap['max_request_tokens']:,} tokens"
+        lines.append(f"  the KV pool holds {cap['kv_tokens']:,} tokens, fewer than --context-length "
+                     f"{cap['context_length']:,}: SGLang starts, but refuses or truncates any request longer than "
+                     f"{cap['max_request_tokens']:,} tokens")
+        lines.append(f"  fix: {cap['fix']}{other}")
     if d.get("sglang_error"):
         lines.append(f"  SGLang would fail with: {d['sglang_error']}")
     if d.get("fix"):

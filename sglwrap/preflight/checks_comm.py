@@ -140,6 +140,11 @@ def check_custom_allreduce(ctx: Context) -> Verdict:
         return Verdict(cid, Status.PASS, f"off ({by}); NCCL carries the all-reduce")
     if n < 2:
         return Verdict(cid, Status.SKIP, "tp=1: no all-reduce")
+    per_node = -(-ctx.args.gpus_needed // max(1, ctx.args.nnodes))
+    if ctx.args.nnodes > 1 and n > per_node:
+        return Verdict(cid, Status.PASS, f"tp={n} spans {ctx.args.nnodes} nodes ({per_node} GPUs per node): SGLang "
+                       "turns custom all-reduce off for a group across nodes (custom_all_reduce_utils.py:462); "
+                       "NCCL carries the all-reduce")
     if ctx.facts.gpu_count < n:
         return Verdict(cid, Status.SKIP, f"tp={n} but {ctx.facts.gpu_count} GPU(s) known: see gpu-count")
     if n not in (2, 4, 6, 8):
@@ -265,7 +270,7 @@ _NVLINK_COST = {
 
 def check_profile_fit(ctx: Context) -> Verdict:
     """A profile whose description says it is for PCIe boxes, launched on NVLink/NVSwitch GPUs: warn with what it
-    was measured to cost there (docs/benchmarks.md)."""
+    was measured to cost there (docs/benchmarks.md holds the measurements)."""
     cid, prof = "profile-fit", ctx.profile
     if prof is None:
         return Verdict(cid, Status.SKIP, "no profile")
@@ -280,5 +285,5 @@ def check_profile_fit(ctx: Context) -> Verdict:
         return Verdict(cid, Status.PASS, f"profile {prof.name} is meant for PCIe and these {n} GPUs are on PCIe")
     cost = _NVLINK_COST.get(prof.name, "it was not measured to help there")
     return Verdict(cid, Status.WARN, f"profile {prof.name} is described as a PCIe profile but these {n} GPUs are on "
-                   f"{link}: {cost} (docs/benchmarks.md)", "use --profile baseline on NVLink/NVSwitch hosts")
+                   f"{link}: {cost} (measured with sglwrap bench-comm)", "use --profile baseline on NVLink/NVSwitch hosts")
 

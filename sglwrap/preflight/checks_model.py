@@ -55,6 +55,23 @@ def model_facts(ctx: Context) -> ModelFacts | str:
     return _load(mp)
 
 
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+
+
+def missing_local_model(model_path: str) -> str | None:
+    """Why ``model_path`` names a local model that is not there (a path that does not exist and is no Hugging Face
+    repo id SGLang could download, or a directory without config.json); None when it may be fine."""
+    p = Path(model_path).expanduser()
+    if p.is_dir():
+        return None if (p / "config.json").is_file() else \
+            f"--model-path {model_path}: the directory has no config.json (SGLang reads the model's config there)"
+    if p.exists():
+        return None
+    if _HUB_ID.match(model_path) and not model_path.startswith((".", "~")):
+        return None  # SGLang would try the Hub: offline planning cannot tell
+    return f"--model-path {model_path}: no such file or directory, and not a Hugging Face repo id (org/name)"
+
+
 def target_version(ctx: Context) -> str:
     """The SGLang release the plan is for: the assumed/installed one of the facts, else the flag table's."""
     return ctx.stack.sglang or ctx.args.version
@@ -267,7 +284,14 @@ def check_model_arch(ctx: Context) -> Verdict:
     cid = "model-arch"
     mf = model_facts(ctx)
     if isinstance(mf, str):
-        return Verdict(cid, Status.SKIP, mf)
+        missing = missing_local_model(ctx.args.model_path) if ctx.args.model_path else None
+        if missing is None:
+            return Verdict(cid, Status.SKIP, mf)
+        fix = "give the directory that holds the model's config.json and weights, or a Hugging Face repo id"
+        if ctx.facts.source.startswith("nvml"):  # this machine: SGLang fails on it before loading anything
+            return Verdict(cid, Status.BLOCK, f"{missing}: SGLang cannot load it here", fix)
+        return Verdict(cid, Status.WARN, f"{missing} on this machine; planned without the model's config "
+                       f"({ctx.facts.source}: make sure it exists where it will run)", fix)
     version = target_version(ctx)
     reg = release_architectures(ctx, version)
     if reg is None:

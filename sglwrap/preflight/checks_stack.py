@@ -115,13 +115,15 @@ def check_flashinfer_cubin(ctx: Context) -> Verdict:
 def check_nvml_live(ctx: Context) -> Verdict:
     """A live host whose NVML reports no GPU cannot run SGLang on CUDA: block, unless ``--device`` says otherwise."""
     cid, f = "nvml", ctx.facts
-    if f.source.startswith(("catalogue:", "file:")) or "capture:" in f.source or f.gpus:
+    if f.gpus:
         return Verdict(cid, Status.PASS, f"{f.gpu_count} GPU(s) from {f.source}")
     device = ctx.args.device
     if device not in (None, "cuda"):
         return Verdict(cid, Status.SKIP, f"--device {device}: no NVIDIA GPU needed")
     why = "; ".join(f.notes) or "NVML reported no GPU"
-    return Verdict(cid, Status.BLOCK, f"this host's NVML gives no GPU ({why}): SGLang on CUDA cannot start here",
+    live = f.source.startswith("nvml")
+    host, where = ("this host's", "here") if live else (f"the captured host's ({f.source})", "there")
+    return Verdict(cid, Status.BLOCK, f"{host} NVML gives no GPU ({why}): SGLang on CUDA cannot start {where}",
                    "fix the driver/NVML (nvidia-smi must list the GPUs), pass --device cpu for a CPU launch, or plan "
                    "for another machine with --assume 8xH200")
 

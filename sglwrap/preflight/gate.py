@@ -36,8 +36,12 @@ def preflight_gate(
     blocks = [v for v in result.checks if v.status is Status.BLOCK]
     if blocks and not force:
         lines = "\n".join(f"  {v.id}: {v.reason}\n    fix: {v.fix}" for v in blocks)
-        raise ConfigError(f"preflight blocked the launch (nothing was started):\n{lines}\n"
+        err = ConfigError(f"preflight blocked the launch (nothing was started):\n{lines}\n"
                           "(`sglwrap preflight` shows every check; --force launches anyway)")
+        mem = record.pop("memory", None) if "memory" in record else result.memory
+        err.gates = {"memory": mem or {"skipped": "the memory check did not run"},  # type: ignore[attr-defined]
+                     "preflight": record}
+        raise err
     record["forced"] = bool(blocks)
     record["memory"] = result.memory
     return result.profile or profile, facts, record

@@ -29,8 +29,9 @@ _MARK = {"pass": "PASS", "skip": "skip", "warn": "WARN", "downgrade": "DOWN", "b
 _VERDICT = {"ok": "PASS", "downgraded": "DOWN (downgraded)", "blocked": "BLOCK (blocked)"}
 
 
-def to_table(result: PreflightResult, width: int | None = None) -> str:
-    """Check, status, reason and fix, one check per block, wrapped to ``width`` (default: the terminal's).
+def to_table(result: PreflightResult, width: int | None = None, *, verbose: bool = False) -> str:
+    """Check, status, reason and fix, one check per block, wrapped to ``width`` (default: the terminal's); the
+    skipped checks fold into one ``skipped`` line unless ``verbose``.
 
     Status words are plain here (PASS, WARN, DOWN, BLOCK, skip); ``sglwrap.term`` colours them on a terminal.
     """
@@ -44,7 +45,10 @@ def to_table(result: PreflightResult, width: int | None = None) -> str:
     if warned:
         verdict += f", {warned} WARN"
     lines = [f"preflight on {result.facts.source}: {verdict}"]
+    skipped = [v.id for v in result.checks if v.status.value == "skip"]
     for v in result.checks:
+        if v.status.value == "skip" and not verbose:
+            continue
         head = f"{v.id:<18} {_MARK[v.status.value]:<5} "
         body = textwrap.wrap(v.reason, width - len(head), break_long_words=False, break_on_hyphens=False) or [""]
         lines.append(head + body[0])
@@ -52,6 +56,9 @@ def to_table(result: PreflightResult, width: int | None = None) -> str:
         if v.fix and v.status.value not in ("pass", "skip"):
             fix = textwrap.wrap("fix: " + v.fix, width - len(head), break_long_words=False, break_on_hyphens=False)
             lines += [" " * len(head) + f for f in fix]
+    if skipped and not verbose:
+        # one line, never wrapped, so `grep ^skipped` finds all of them
+        lines.append(f"{'skipped':<18} {'':<5} {', '.join(skipped)} (--verbose shows why)")
     if result.sglang_defaults is not None:
         from sglwrap.preflight.sglang_defaults import describe
 

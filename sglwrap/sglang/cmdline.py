@@ -337,13 +337,32 @@ SIZE_DESTS = ("tp_size", "pp_size", "dp_size", "ep_size", "nnodes", "attn_dp_siz
 
 
 def _check_sizes(given: dict[str, Any], table: FlagTable) -> None:
-    """A parallel size below 1 (``--tp-size 0``) is a UsageError: SGLang divides by these and never starts."""
+    """A parallel size below 1 (``--tp-size 0``) is a UsageError: SGLang divides by these and never starts. A GPU
+    count or batch size beyond ``sglwrap.bounds`` (``--tp-size 999999999999``) is one too: nothing is sized by it."""
+    from sglwrap.bounds import SGLANG_BOUNDS, check_count
+
+    def flag(dest: str) -> str:
+        return next((i.options[0] for i in table.unique() if i.dest == dest), "--" + dest.replace("_", "-"))
+
     for dest in SIZE_DESTS:
         value = given.get(dest)
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
-            flag = next((i.options[0] for i in table.unique() if i.dest == dest), "--" + dest.replace("_", "-"))
-            raise UsageError(f"{flag} {value}: must be a positive integer (SGLang {table.version} divides by it and "
-                             "cannot start with it)")
+            raise UsageError(f"{flag(dest)} {value}: must be a positive integer (SGLang {table.version} divides by "
+                             "it and cannot start with it)")
+    for dest, value in given.items():
+        if (dest == "port" or dest.endswith("_port")) and isinstance(value, int) and not isinstance(value, bool):
+            low = 1 if dest == "port" else 0
+            if not low <= value <= 65535:
+                why = ("0 would bind a random port no client knows" if value == 0
+                       else "the socket refuses it: 'bind(): port must be 0-65535'")
+                raise UsageError(f"{flag(dest)} {value}: not a TCP port; allowed: {low}-65535 (SGLang would start and "
+                                 f"then fail or hide: {why})")
+        bound = SGLANG_BOUNDS.get(CANONICAL_DEST.get(dest, dest))
+        if bound is None:
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, int) and not isinstance(v, bool):
+                check_count(flag(dest), v, *bound)
 
 
 def _abbreviations(argv: Sequence[str], table: FlagTable) -> list[tuple[str, str]]:

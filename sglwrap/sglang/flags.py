@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -21,6 +20,7 @@ from typing import Any
 
 from sglwrap.errors import ConfigError
 from sglwrap.fsutil import atomic_write_text, cache_dir
+from sglwrap.interpreter import interpreter_id
 from sglwrap.sglang.release import TargetRelease, resolve_target, target_python
 from sglwrap.versions import Version, known_releases
 from sglwrap.versions import parse as parse_version
@@ -143,7 +143,7 @@ def target_release(python: str | None = None, assume_version: str | None = None,
 
 def _installed_table(python: str, version: str, environ: dict[str, str] | None) -> FlagTable:
     # keyed by the interpreter and by this introspection script, so a newer sglwrap never reads an older reading
-    key = hashlib.sha256(os.path.realpath(python).encode() + _GENERATOR.read_bytes()).hexdigest()[:10]
+    key = hashlib.sha256(interpreter_id(python).encode() + _GENERATOR.read_bytes()).hexdigest()[:10]
     cached = cache_dir(environ) / "sglang" / f"flags-{version}-{key}.json"
     if cached.is_file():
         try:

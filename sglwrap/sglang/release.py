@@ -16,6 +16,7 @@ from sglwrap.versions import InvalidVersion, Version
 
 from sglwrap.distinfo import installed_version
 from sglwrap.errors import UsageError
+from sglwrap.interpreter import interpreter_id, running_id
 
 
 def parse_version(text: str, *, what: str = "sglang") -> Version:
@@ -57,10 +58,10 @@ _INSTALLED: dict[str, str | None] = {}
 
 def installed_version_text(python: str) -> str | None:
     """The SGLang version string installed for ``python`` (metadata only, no import of sglang), or None."""
-    key = os.path.realpath(python)
+    key = interpreter_id(python)  # two venvs of one base Python share a binary, never a prefix
     if key in _INSTALLED:
         return _INSTALLED[key]
-    if key == os.path.realpath(sys.executable):
+    if key == running_id():
         found: str | None = installed_version("sglang", sys.path)
     else:
         code = "import importlib.metadata as m\ntry: print(m.version('sglang'))\nexcept Exception: print('')"

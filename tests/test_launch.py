@@ -267,9 +267,26 @@ def test_assume_stack_plans_for_an_older_sglang_with_its_own_flag_spelling(capsy
 # --- memory gate ---------------------------------------------------------------------------------------------
 
 
-def test_predicted_oom_blocks_the_launch_with_sglangs_own_words_and_a_fix(capsys: pytest.CaptureFixture[str]) -> None:
+def test_predicted_oom_blocks_the_launch_with_sglangs_own_words_and_a_fix(capsys: pytest.CaptureFixture[str],
+                                                                          tmp_path: Path) -> None:
+    """The reference story at 0.55: a sure OOM blocks once the checkpoint's size is read (its index); with the size
+    only estimated from config.json the launch goes ahead with a warning."""
+    import shutil
+
+    from sglwrap.host.catalogue import resolve_assume
+    from sglwrap.memory import plan
+
+    model = tmp_path / "Kimi-K2.5"
+    shutil.copytree(REPO / "sglwrap" / "data" / "models" / "Kimi-K2.5", model)
+    tail = ["--tp-size", "8", "--mem-fraction-static", "0.55"]
     argv = ["launch", "--dry-run", "--assume", "8xRTX-PRO-6000", "--profile", "fewchan", "--",
-            "--model-path", "Kimi-K2.5", "--tp-size", "8", "--mem-fraction-static", "0.55"]
+            "--model-path", str(model), *tail]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert "kv_pool_oom" in out.out + out.err and "estimated" in out.out + out.err
+    total = plan(resolve_assume("8xRTX-PRO-6000"), {}, ["--model-path", str(model), *tail]).weights_info.total_bytes
+    (model / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total},
+                                                                     "weight_map": {}}))
     assert main(argv) == 78
     err = capsys.readouterr().err
     assert "kv_pool_oom" in err and "Loaded weights leave no GPU memory" in err

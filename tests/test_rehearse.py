@@ -408,7 +408,7 @@ def test_real_sglang_on_cpu_is_rehearsed_and_its_failure_told_in_diagnoses_words
     rc, doc, err = _rehearse(capsys, "--timeout", "400", "--", "--model-path", str(model), "--skip-tokenizer-init",
                              "--device", "cpu")
     assert rc == 78, err
-    assert doc["argv"][2].startswith("import sys; from sglang.cli.main import main")  # `sglang serve`, as launch
+    assert doc["argv"][0].endswith("/bin/sglang") and doc["argv"][1] == "serve"  # the venv's `sglang serve`, as launch
     assert doc["stage"] == "weight_load" and doc["reason"] == "SGLang exited"
     assert "vllm" in doc["error"]
     finding = diagnose([doc["log"]]).finding

@@ -151,7 +151,9 @@ def selfcheck_key(spec: Mapping[str, Any], python: str, version: str, config_byt
     """The cache key: release, interpreter, the verdict's options (``spec["options"]``, else the argv), config.json
     contents, GPU facts, SGLANG_* environment, this harness."""
     keyed = {k: v for k, v in spec.items() if k != "argv"} if "options" in spec else dict(spec)
-    blob = json.dumps({"schema": CACHE_SCHEMA, "v": version, "python": os.path.realpath(python), "spec": keyed,
+    from sglwrap.interpreter import interpreter_id
+
+    blob = json.dumps({"schema": CACHE_SCHEMA, "v": version, "python": interpreter_id(python), "spec": keyed,
                        "config": hashlib.sha256(config_bytes).hexdigest(),
                        "child": hashlib.sha256(_CHILD.encode()).hexdigest()}, sort_keys=True, default=repr)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]

@@ -114,3 +114,15 @@ def test_an_entry_the_schema_refuses_is_a_visible_warning(monkeypatch: pytest.Mo
     monkeypatch.setattr(checks_compat, "_LEFT_OUT", [bad])
     v = compat("2xRTX-4090", "0.5.9", *FLASHINFER)
     assert v.status is Status.WARN and "1 knowledge-base entries could not be read" in v.reason and "some-entry" in v.reason
+
+
+def test_the_bundled_pins_cover_every_bundled_release() -> None:
+    """``tools/gen_release_pins.py --check``: every release with bundled flag data has its pins (CI runs it here)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "gen_release_pins.py"
+    proc = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "pins for all" in proc.stdout

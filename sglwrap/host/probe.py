@@ -190,10 +190,10 @@ def parse_assume_stack(text: str) -> dict[str, str]:
 
 def _pep440(value: str) -> bool:
     """Whether ``value`` reads as a version (``2.x`` and ``latest`` do not)."""
-    from packaging.version import InvalidVersion, Version
+    from sglwrap.versions import InvalidVersion, strict
 
     try:
-        Version(value)
+        strict(value)
     except InvalidVersion:
         return False
     return True

@@ -30,7 +30,7 @@ STRONGEST = {"source": "block", "maintainer": "block", "reports": "downgrade", "
 ENTRY_KEYS = {"id", "title", "applies", "consequence", "severity", "fix", "downgrade", "sources", "checked", "notes",
               "evidence", "evidence_ref"}
 APPLIES_KEYS = {"cc", "cc_min", "cc_max", "cc_not", "gpu_name", "interconnect", "packages", "not_packages", "absent",
-                "args", "not_args", "env", "auto", "lacks_arch", "world_min", "gpus_min", "mixed_gpus", "vendor",
+                "args", "not_args", "env", "auto", "lacks_arch", "world_min", "gpus_min", "mixed_gpus",
                 "iommu", "acs", "model", "nnodes_min", "nnodes_max", "gpus_max", "world_max", "p2p",
                 "version_differs", "host", "forward_compat", "resolved", "arch", "not_user_args", "not_arch",
                 "checkpoint_quant", "checkpoint_unquantized", "prefill_per_rank_over", "from_index"}

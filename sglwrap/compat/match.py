@@ -1,7 +1,9 @@
 """Does an entry apply here? Every condition under ``applies`` must hold; a condition on a fact nobody knows (a
 package that is not installed, a /sys bit read without root) does not hold, so an entry never fires on a guess.
 
-Conditions:
+Each condition key has a matcher (one function, or one per family: the GPU keys, the bounds), listed in
+``MATCHERS``; ``matches`` folds the matchers of the keys an entry names in that order, which is the order of the
+words in ``Match.facts``. Conditions, in that order:
   cc / cc_min / cc_max / cc_not  one GPU of the launch has a compute capability in / at least / at most / not in
   gpu_name                      a regular expression one GPU's NVML name matches (case-insensitive)
   interconnect                  pcie, nvlink (all pairs of the launch's GPUs, no NVSwitch) or nvswitch
@@ -10,6 +12,9 @@ Conditions:
   not_packages                  {name: "<spec>"}: holds unless that version is known (installed or assumed) and
                                 satisfies the spec; a release's pins stand for what nobody named (a newer build
                                 installed or assumed by hand rules the entry out)
+  from_index                    [distributions] installed from a package index wheel (no PEP 610 direct_url.json);
+                                built from source or a repository: does not hold; a wheel file, or an assumed
+                                version: unknown (the entry can only warn)
   absent                        distributions that are not installed: named ``=none`` in --assume-stack, or missing
                                 from a live environment; under --assume-stack sglang=X a distribution that release
                                 requires is there, and one it does not is unknown (the entry can only warn)
@@ -19,23 +24,13 @@ Conditions:
                                 release read may differ from a post release's)
   env                           {NAME: value | [values] | null} as a worker will see it (null: unset)
   auto                          a path SGLang turns on by itself (``sglwrap.sglang.resolved``), e.g. custom_all_reduce
-  lacks_arch                    a package (sgl-kernel, flashinfer, deep-gemm, torch, ...) whose installed binaries
-                                (or ``--assume-stack <pkg>-arch=``) cover none of one GPU's architecture
-  world_min / gpus_min          tp at least n / the launch needs at least n GPUs
-  mixed_gpus                    true: the launch's GPUs differ in model or memory
-  p2p                           false: some pair of the launch's GPUs has no PCIe/NVLink peer access (NVML read/write)
-  from_index                    [distributions] installed from a package index wheel (no PEP 610 direct_url.json);
-                                built from source or a repository: does not hold; a wheel file, or an assumed
-                                version: unknown (the entry can only warn)
-  version_differs               [a, b]: both distributions installed and their versions (local tag dropped) differ
-  world_max / nnodes_max        tp at most n / at most n nodes
-  host                          {fact: value} on what sglwrap.host.binaries read (nvidia_caps: false, ...)
-  forward_compat                true: the libcuda loaded reports a newer CUDA than the driver (a cuda-compat package)
-  model                         a regular expression the --model-path matches (case-insensitive): a model family
-  nnodes_min / gpus_max         at least n nodes / the launch needs at most n GPUs
-  iommu / acs                   /sys facts: iommu mode (translated, passthrough, off); acs state (redirect, clear)
   resolved                      {field: value} on what the target release fills in by itself
                                 (``sglwrap.sglang.resolved``: attention_backend, page_size, ...); None never holds
+  prefill_per_rank_over         {cap: n, env: NAME}: the prefill tokens one rank runs in a forward (the chunked
+                                prefill size the release resolves, already divided by dp size under DP attention
+                                where the release does so; chunked prefill off counts as over) exceed the integer in
+                                NAME as a worker will see it, else ``cap`` (no ``env``: ``cap`` alone); as
+                                ``resolved``, a default of a release nobody named or installed never holds
   arch / not_arch               [architectures]: one of / none of the model config.json's ``architectures`` (config
                                 not found: neither holds)
   checkpoint_quant              a regular expression the checkpoint's quantization matches, as ``checkpoint_quant()``
@@ -45,17 +40,27 @@ Conditions:
                                 (case-insensitive search), as its config.json lists them: quantization_config's
                                 ``modules_to_not_convert`` (AWQ/GPTQ), ``ignore`` (compressed-tensors) or
                                 ``exclude_modules`` (ModelOpt); no config.json or no such list: does not hold
-  prefill_per_rank_over         {cap: n, env: NAME}: the prefill tokens one rank runs in a forward (the chunked
-                                prefill size the release resolves, already divided by dp size under DP attention
-                                where the release does so; chunked prefill off counts as over) exceed the integer in
-                                NAME as a worker will see it, else ``cap`` (no ``env``: ``cap`` alone); as
-                                ``resolved``, a default of a release nobody named or installed never holds
+  lacks_arch                    a package (sgl-kernel, flashinfer, deep-gemm, torch, ...) whose installed binaries
+                                (or ``--assume-stack <pkg>-arch=``) cover none of one GPU's architecture (of the GPUs
+                                the GPU keys pick)
+  world_min / world_max         tp at least / at most n
+  gpus_min / gpus_max           the launch needs at least / at most n GPUs
+  nnodes_min / nnodes_max       at least / at most n nodes
+  p2p                           false: some pair of the launch's GPUs has no PCIe/NVLink peer access (NVML read/write);
+                                true: every pair has it
+  host                          {fact: value} on what sglwrap.host.binaries read (nvidia_caps: false, ...)
+  forward_compat                true: the libcuda loaded reports a newer CUDA than the driver (a cuda-compat package)
+  version_differs               [a, b]: both distributions installed and their versions (local tag dropped) differ
+  model                         a regular expression the --model-path matches (case-insensitive): a model family
+  mixed_gpus                    true: the launch's GPUs differ in model or memory
+  iommu / acs                   /sys facts: iommu mode (translated, passthrough, off); acs state (redirect, clear)
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -415,24 +420,54 @@ def _absence(ctx: Context, name: str) -> str:
     return "unknown" if ctx.facts.source.startswith("catalogue:") else "absent"
 
 
-def matches(entry: Entry, ctx: Context) -> Match | None:
-    """The Match when every condition of ``entry`` holds for ``ctx``, else None."""
-    ap = dict(entry.applies)
+@dataclass(frozen=True)
+class Held:
+    """A condition that holds: its words for ``Match.facts``, the user's own flags among it, and the facts it rests on
+    that nobody knows here (``Match.unknown``)."""
+
+    said: tuple[str, ...] = ()
+    user: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()
+
+
+HOLDS = Held()
+# a condition's matcher: the entry's ``applies`` (all of it: a family reads its own keys), the entry, the launch;
+# None when the condition does not hold
+Matcher = Callable[[dict[str, Any], Entry, "Context"], "Held | None"]
+GPU_KEYS = ("cc", "cc_min", "cc_max", "cc_not", "gpu_name")
+BOUND_KEYS = ("world_min", "gpus_min", "gpus_max", "nnodes_min", "nnodes_max", "world_max")
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _hit_gpus(ap: dict[str, Any], ctx: Context) -> list[Any]:
+    """The launch's GPUs the entry's GPU conditions pick (all of them without such a condition)."""
     gpus = used_gpus(ctx)
+    return [g for g in gpus if _gpu_ok(g, ap)] if not set(GPU_KEYS).isdisjoint(ap) else gpus
+
+
+def _match_gpu(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """cc / cc_min / cc_max / cc_not / gpu_name: one GPU of the launch fits them all."""
+    hit = _hit_gpus(ap, ctx)
+    if not hit:
+        return None
+    cc = hit[0].compute_capability
+    return Held(said=(f"{hit[0].name} (CC {cc[0]}.{cc[1]})",))
+
+
+def _match_interconnect(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """interconnect: the launch's GPUs are linked by one of the listed kinds."""
+    ic = interconnect(ctx)
+    return Held(said=(ic,)) if ic in ap["interconnect"] else None
+
+
+def _match_packages(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """packages: every named version satisfies its spec; a version that is a guess (no SGLang named, a release's pin)
+    is unknown."""
     said: list[str] = []
     unknown: list[str] = []
-    gpu_keys = {"cc", "cc_min", "cc_max", "cc_not", "gpu_name"}
-    hit_gpus = gpus
-    if gpu_keys & set(ap):
-        hit_gpus = [g for g in gpus if _gpu_ok(g, ap)]
-        if not hit_gpus:
-            return None
-        said.append(f"{hit_gpus[0].name} (CC {hit_gpus[0].compute_capability[0]}.{hit_gpus[0].compute_capability[1]})")
-    if "interconnect" in ap:
-        ic = interconnect(ctx)
-        if ic not in ap["interconnect"]:
-            return None
-        said.append(ic)
     for name, spec in (ap.get("packages") or {}).items():
         ver = package_version(ctx, name)
         if not version_ok(ver, spec):
@@ -443,9 +478,21 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         if name in pinned:  # what the release installs, not what the user has (GLM-5 users upgrade transformers)
             unknown.append(f"{name}'s version (the planned SGLang pins {ver}; name it in --assume-stack)")
         said.append(f"{name} {ver}")
+    return Held(said=tuple(said), unknown=tuple(unknown))
+
+
+def _match_not_packages(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """not_packages: no named version is known to satisfy its spec (unknown: the release's own pin stands)."""
     for name, spec in (ap.get("not_packages") or {}).items():
         if version_ok(package_version(ctx, name), spec):
-            return None  # a known version the entry does not concern (unknown: the release's own pin stands)
+            return None
+    return HOLDS
+
+
+def _match_from_index(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """from_index: every named distribution came from a package index wheel (not known: unknown)."""
+    said: list[str] = []
+    unknown: list[str] = []
     for name in ap.get("from_index") or ():
         origin = (ctx.facts.binaries.get("origins") or {}).get(name)
         if origin in ("local", "vcs"):
@@ -454,6 +501,13 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
             said.append(f"{name} from a package index")
         else:
             unknown.append(f"where {name} was built (an index wheel, or a build for this torch)")
+    return Held(said=tuple(said), unknown=tuple(unknown))
+
+
+def _match_absent(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """absent: no named distribution is known to be installed (see ``_absence``)."""
+    said: list[str] = []
+    unknown: list[str] = []
     for name in ap.get("absent") or ():
         absence = _absence(ctx, name)
         if absence == "present":
@@ -461,6 +515,12 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         if absence == "unknown":
             unknown.append(f"whether {name} is installed")
         said.append(f"no {name}" if absence == "absent" else f"{name} unknown")
+    return Held(said=tuple(said), unknown=tuple(unknown))
+
+
+def _match_args(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """args: every named dest has a value the condition accepts; the ones the user gave are the user's flags."""
+    said: list[str] = []
     user: list[str] = []
     for dest, cond in (ap.get("args") or {}).items():
         val = ctx.args.get(dest)
@@ -471,13 +531,31 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
             user.append(f"{ctx.args.flag_for(dest) or dest} {val}" if not isinstance(val, bool)
                         else ctx.args.flag_for(dest) or dest)
         said.append(f"{dest}={val}")
+    return Held(said=tuple(said), user=tuple(user))
+
+
+def _match_not_args(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """not_args: no named dest has a value the condition accepts (an operand naming an unset dest: no hold)."""
     for dest, cond in (ap.get("not_args") or {}).items():
         cond = _bind(cond, ctx)
         if cond is not None and value_ok(ctx.args.get(dest), cond):
             return None
-    for dest, cond in (ap.get("not_user_args") or {}).items():  # only what the user gave (defaults can lag a post release)
+    return HOLDS
+
+
+def _match_not_user_args(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """not_user_args: as not_args, on what the user gave only (defaults can lag a post release)."""
+    for dest, cond in (ap.get("not_user_args") or {}).items():
         if ctx.args.is_given(dest) and value_ok(ctx.args.get(dest), cond):
             return None
+    return HOLDS
+
+
+def _match_env(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """env: every named variable, as a worker will see it, has an accepted value (null: unset); the ones set in
+    sglwrap's own environment are the user's."""
+    said: list[str] = []
+    user: list[str] = []
     for name, cond in (ap.get("env") or {}).items():
         val = ctx.env(name)
         if cond is None:
@@ -489,12 +567,21 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         if ctx.environ.get(name) is not None:
             user.append(f"{name}={val}")
         said.append(f"{name}={val}")
-    if "auto" in ap:
-        auto = _resolved_auto(ctx)
-        wanted = ap["auto"] if isinstance(ap["auto"], list) else [ap["auto"]]
-        if auto is None or not any(w in auto for w in wanted):
-            return None
-        said.append(f"SGLang turns on {'/'.join(wanted)} by itself")
+    return Held(said=tuple(said), user=tuple(user))
+
+
+def _match_auto(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """auto: the target release turns one of the named paths on by itself."""
+    auto = _resolved_auto(ctx)
+    wanted = _listed(ap["auto"])
+    if auto is None or not any(w in auto for w in wanted):
+        return None
+    return Held(said=(f"SGLang turns on {'/'.join(wanted)} by itself",))
+
+
+def _match_resolved(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """resolved: every named field the target release fills in has an accepted value (not a guessed default)."""
+    said: list[str] = []
     for name, cond in (ap.get("resolved") or {}).items():
         res = resolved_args(ctx)
         val = None if res is None else getattr(res, name, None)
@@ -503,107 +590,201 @@ def matches(entry: Entry, ctx: Context) -> Match | None:
         if _guessed_default(ctx, res, name):
             return None
         said.append(f"SGLang resolves {name}={val}")
-    if "prefill_per_rank_over" in ap:
-        over = _prefill_per_rank_over(ctx, ap["prefill_per_rank_over"])
-        if over is None:
-            return None
-        said.append(over)
-    if "arch" in ap:
-        archs = model_architectures(ctx)
-        wanted = ap["arch"] if isinstance(ap["arch"], list) else [ap["arch"]]
-        hit = [a for a in archs or () if a in wanted]
-        if not hit:
-            return None
-        said.append(f"architecture {hit[0]}")
-    if "not_arch" in ap:
-        archs = model_architectures(ctx)
-        if not archs or any(a in ap["not_arch"] for a in archs):
-            return None  # no config found: nobody knows, so nothing fires
-        said.append(f"architecture {archs[0]}")
-    if "checkpoint_quant" in ap:
-        quant = checkpoint_quant(model_config(ctx))
-        if not re.search(str(ap["checkpoint_quant"]), quant, re.I):
-            return None
-        said.append("checkpoint quantization unknown (no config.json)" if quant == "unknown"
-                    else f"checkpoint quantization {quant}")
-        if quant == "unknown" and entry.severity == "block":  # the name is all there is: no block on a guess
-            unknown.append("the checkpoint's quantization (no config.json found)")
-    if "checkpoint_unquantized" in ap:
-        pattern = re.compile(str(ap["checkpoint_unquantized"]), re.I)
-        kept = [m for m in unquantized_modules(model_config(ctx)) if pattern.search(m)]
-        if not kept:
-            return None
-        said.append(f"checkpoint keeps {kept[0]} unquantized")
-    if "lacks_arch" in ap:
-        pkgs = ap["lacks_arch"] if isinstance(ap["lacks_arch"], list) else [ap["lacks_arch"]]
-        missing = []
-        for pkg in pkgs:
-            arches = binary_arches(ctx, pkg)
-            if arches is None:
-                continue
-            bad = [g for g in hit_gpus if not arch_covers(tuple(g.compute_capability), arches)]
-            if bad:
-                missing.append(f"{pkg} binaries have {' '.join(arches) or 'no GPU code'}, not {bad[0].sm}")
-        if not missing:
-            return None
-        said += missing
-    if "world_min" in ap:
-        if ctx.args.tp < int(ap["world_min"]):
-            return None
-        said.append(f"tp={ctx.args.tp}")
-    if "gpus_min" in ap and ctx.args.gpus_needed < int(ap["gpus_min"]):
+    return Held(said=tuple(said))
+
+
+def _match_prefill(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """prefill_per_rank_over: one rank's prefill chunk exceeds the cap (see ``_prefill_per_rank_over``)."""
+    over = _prefill_per_rank_over(ctx, ap["prefill_per_rank_over"])
+    return None if over is None else Held(said=(over,))
+
+
+def _match_arch(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """arch: one of the model config's architectures is listed."""
+    wanted = _listed(ap["arch"])
+    hit = [a for a in model_architectures(ctx) or () if a in wanted]
+    return Held(said=(f"architecture {hit[0]}",)) if hit else None
+
+
+def _match_not_arch(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """not_arch: the model config is found and none of its architectures is listed."""
+    archs = model_architectures(ctx)
+    if not archs or any(a in ap["not_arch"] for a in archs):
+        return None  # no config found: nobody knows, so nothing fires
+    return Held(said=(f"architecture {archs[0]}",))
+
+
+def _match_checkpoint_quant(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """checkpoint_quant: the checkpoint's quantization matches ("unknown" without config.json: a block on it is
+    only a guess, so the quantization is then an unknown fact)."""
+    quant = checkpoint_quant(model_config(ctx))
+    if not re.search(str(ap["checkpoint_quant"]), quant, re.I):
         return None
-    if "gpus_max" in ap and ctx.args.gpus_needed > int(ap["gpus_max"]):
-        return None
-    if "nnodes_min" in ap and ctx.args.nnodes < int(ap["nnodes_min"]):
-        return None
-    if "nnodes_max" in ap and ctx.args.nnodes > int(ap["nnodes_max"]):
-        return None
-    if "world_max" in ap and ctx.args.tp > int(ap["world_max"]):
-        return None
-    if "p2p" in ap:
-        n = len(gpus)
-        pairs = [ctx.facts.link(i, j) for i in range(n) for j in range(i + 1, n)]
-        if not pairs or any(lk is None for lk in pairs):
+    if quant != "unknown":
+        return Held(said=(f"checkpoint quantization {quant}",))
+    unknown = ("the checkpoint's quantization (no config.json found)",) if entry.severity == "block" else ()
+    return Held(said=("checkpoint quantization unknown (no config.json)",), unknown=unknown)
+
+
+def _match_checkpoint_unquantized(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """checkpoint_unquantized: one module the checkpoint keeps unquantized matches."""
+    pattern = re.compile(str(ap["checkpoint_unquantized"]), re.I)
+    kept = [m for m in unquantized_modules(model_config(ctx)) if pattern.search(m)]
+    return Held(said=(f"checkpoint keeps {kept[0]} unquantized",)) if kept else None
+
+
+def _match_lacks_arch(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """lacks_arch: a named package's binaries run on none of the architectures of one GPU the entry picks."""
+    hit = _hit_gpus(ap, ctx)
+    missing = []
+    for pkg in _listed(ap["lacks_arch"]):
+        arches = binary_arches(ctx, pkg)
+        if arches is None:
+            continue
+        bad = [g for g in hit if not arch_covers(tuple(g.compute_capability), arches)]
+        if bad:
+            missing.append(f"{pkg} binaries have {' '.join(arches) or 'no GPU code'}, not {bad[0].sm}")
+    return Held(said=tuple(missing)) if missing else None
+
+
+def _match_bounds(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """world_min / gpus_min / gpus_max / nnodes_min / nnodes_max / world_max: tp, the GPUs needed and the nodes
+    within bounds (only world_min says what it found)."""
+    a = ctx.args
+    have = {"world": a.tp, "gpus": a.gpus_needed, "nnodes": a.nnodes}
+    said: list[str] = []
+    for key in BOUND_KEYS:
+        if key not in ap:
+            continue
+        what, _, side = key.rpartition("_")
+        if (have[what] < int(ap[key])) if side == "min" else (have[what] > int(ap[key])):
             return None
-        has = all(lk.p2p_read == "ok" and lk.p2p_write == "ok" for lk in pairs if lk is not None)
-        if has != bool(ap["p2p"]):
-            return None
-        said.append("peer access between all GPUs" if has else "no peer access between some GPUs")
+        if key == "world_min":
+            said.append(f"tp={a.tp}")
+    return Held(said=tuple(said))
+
+
+def _match_p2p(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """p2p: every pair of the launch's GPUs has (true) / some pair lacks (false) peer access; unread: no hold."""
+    n = len(used_gpus(ctx))
+    pairs = [ctx.facts.link(i, j) for i in range(n) for j in range(i + 1, n)]
+    if not pairs or any(lk is None for lk in pairs):
+        return None
+    has = all(lk.p2p_read == "ok" and lk.p2p_write == "ok" for lk in pairs if lk is not None)
+    if has != bool(ap["p2p"]):
+        return None
+    return Held(said=("peer access between all GPUs" if has else "no peer access between some GPUs",))
+
+
+def _match_host(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """host: every named fact sglwrap.host.binaries read has the value given."""
+    said: list[str] = []
     for key, want in (ap.get("host") or {}).items():
         have = ctx.facts.binaries.get(key)
         if have is None or have != want:
             return None
         said.append(f"{key}={have}")
-    if "forward_compat" in ap:
-        api, nvml = ctx.facts.binaries.get("cuda_driver_api"), ctx.facts.cuda_driver_version
-        if api is None or nvml is None or (api > nvml) != bool(ap["forward_compat"]):
+    return Held(said=tuple(said))
+
+
+def _match_forward_compat(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """forward_compat: libcuda reports a newer CUDA than the driver (true) or not (false); unread: no hold."""
+    api, nvml = ctx.facts.binaries.get("cuda_driver_api"), ctx.facts.cuda_driver_version
+    if api is None or nvml is None or (api > nvml) != bool(ap["forward_compat"]):
+        return None
+    return Held(said=(f"libcuda reports CUDA {api // 1000}.{api % 1000 // 10}, "
+                      f"the driver {nvml // 1000}.{nvml % 1000 // 10}",))
+
+
+def _match_version_differs(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """version_differs: both distributions installed, at versions that differ (local tag dropped)."""
+    a, b = ap["version_differs"]
+    va, vb = ctx.stack.packages.get(a), ctx.stack.packages.get(b)
+    if va is None or vb is None or va.split("+", 1)[0] == vb.split("+", 1)[0]:
+        return None
+    return Held(said=(f"{a} {va} vs {b} {vb}",))
+
+
+def _match_model(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """model: the --model-path matches."""
+    path = ctx.args.model_path or ""
+    return Held(said=(f"model {path}",)) if re.search(str(ap["model"]), path, re.I) else None
+
+
+def _match_mixed_gpus(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """mixed_gpus: true: the launch's GPUs differ in model or memory (false: no condition)."""
+    if not ap.get("mixed_gpus"):
+        return HOLDS
+    gpus = used_gpus(ctx)
+    if len({(g.name, g.memory_total_bytes) for g in gpus}) < 2:
+        return None
+    return Held(said=("GPUs of different models/memory: " + ", ".join(sorted({g.name for g in gpus})),))
+
+
+def _match_iommu(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """iommu: the IOMMU mode read from /sys is listed."""
+    mode = (ctx.facts.binaries.get("iommu") or {}).get("mode")
+    return Held(said=(f"IOMMU {mode}",)) if mode in ap["iommu"] else None
+
+
+def _match_acs(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
+    """acs: the PCIe ACS state read from /sys is listed."""
+    state = (ctx.facts.binaries.get("acs") or {}).get("state")
+    return Held(said=(f"ACS {state}",)) if state in ap["acs"] else None
+
+
+# Every condition key's matcher, in the order ``matches`` folds them: the order of the words in ``Match.facts``,
+# of ``Match.user_flags`` and of ``Match.unknown``. A family (GPU keys, bounds) is one matcher reading its own keys.
+MATCHERS: tuple[tuple[tuple[str, ...], Matcher], ...] = (
+    (GPU_KEYS, _match_gpu),
+    (("interconnect",), _match_interconnect),
+    (("packages",), _match_packages),
+    (("not_packages",), _match_not_packages),
+    (("from_index",), _match_from_index),
+    (("absent",), _match_absent),
+    (("args",), _match_args),
+    (("not_args",), _match_not_args),
+    (("not_user_args",), _match_not_user_args),
+    (("env",), _match_env),
+    (("auto",), _match_auto),
+    (("resolved",), _match_resolved),
+    (("prefill_per_rank_over",), _match_prefill),
+    (("arch",), _match_arch),
+    (("not_arch",), _match_not_arch),
+    (("checkpoint_quant",), _match_checkpoint_quant),
+    (("checkpoint_unquantized",), _match_checkpoint_unquantized),
+    (("lacks_arch",), _match_lacks_arch),
+    (BOUND_KEYS, _match_bounds),
+    (("p2p",), _match_p2p),
+    (("host",), _match_host),
+    (("forward_compat",), _match_forward_compat),
+    (("version_differs",), _match_version_differs),
+    (("model",), _match_model),
+    (("mixed_gpus",), _match_mixed_gpus),
+    (("iommu",), _match_iommu),
+    (("acs",), _match_acs),
+)
+CONDITION_KEYS = frozenset(key for keys, _ in MATCHERS for key in keys)
+
+
+def matches(entry: Entry, ctx: Context) -> Match | None:
+    """The Match when every condition of ``entry`` holds for ``ctx``, else None: the matchers of the conditions it
+    names, folded in ``MATCHERS`` order (the first that does not hold ends it). A condition no matcher knows raises
+    ValueError (``kb`` refuses such an entry on load)."""
+    ap = dict(entry.applies)
+    strange = set(ap) - CONDITION_KEYS
+    if strange:
+        raise ValueError(f"{entry.id}: applies: no matcher for {', '.join(sorted(strange))}")
+    said: list[str] = []
+    user: list[str] = []
+    unknown: list[str] = []
+    for keys, matcher in MATCHERS:
+        if ap.keys().isdisjoint(keys):
+            continue
+        held = matcher(ap, entry, ctx)
+        if held is None:
             return None
-        said.append(f"libcuda reports CUDA {api // 1000}.{api % 1000 // 10}, the driver {nvml // 1000}.{nvml % 1000 // 10}")
-    if "version_differs" in ap:
-        a, b = ap["version_differs"]
-        va, vb = ctx.stack.packages.get(a), ctx.stack.packages.get(b)
-        if va is None or vb is None or va.split("+", 1)[0] == vb.split("+", 1)[0]:
-            return None
-        said.append(f"{a} {va} vs {b} {vb}")
-    if "model" in ap:
-        path = ctx.args.model_path or ""
-        if not re.search(str(ap["model"]), path, re.I):
-            return None
-        said.append(f"model {path}")
-    if ap.get("mixed_gpus"):
-        kinds = {(g.name, g.memory_total_bytes) for g in gpus}
-        if len(kinds) < 2:
-            return None
-        said.append("GPUs of different models/memory: " + ", ".join(sorted({g.name for g in gpus})))
-    if "iommu" in ap:
-        mode = (ctx.facts.binaries.get("iommu") or {}).get("mode")
-        if mode not in ap["iommu"]:
-            return None
-        said.append(f"IOMMU {mode}")
-    if "acs" in ap:
-        state = (ctx.facts.binaries.get("acs") or {}).get("state")
-        if state not in ap["acs"]:
-            return None
-        said.append(f"ACS {state}")
+        said += held.said
+        user += held.user
+        unknown += held.unknown
     return Match(entry=entry, user_flags=tuple(user), facts=", ".join(said), unknown=tuple(unknown))

@@ -35,7 +35,7 @@ test-venv: $(TEST_VENV)/.complete
 	$(TEST_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation -e .
 
 lint: test-venv
-	$(TEST_VENV)/bin/ruff check sglwrap tests benchmarks
+	$(TEST_VENV)/bin/ruff check sglwrap tests benchmarks tools
 	$(TEST_VENV)/bin/mypy
 
 test: lint

@@ -10,7 +10,7 @@ TEST_VENV := $(CACHE)/venv-$(PIN_HASH)
 DEMO_VENV := .venv
 DEMO_MODEL := sglwrap/data/models/Llama-3.1-8B
 
-.PHONY: demo test test-venv lint bench clean
+.PHONY: demo test test-venv lint check-data bench clean
 
 $(DEMO_VENV)/.complete: pyproject.toml setup.py
 	rm -rf $(DEMO_VENV)
@@ -35,11 +35,20 @@ test-venv: $(TEST_VENV)/.complete
 	$(TEST_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation -e .
 
 lint: test-venv
-	$(TEST_VENV)/bin/ruff check sglwrap tests benchmarks
+	$(TEST_VENV)/bin/ruff check sglwrap tests benchmarks tools
 	$(TEST_VENV)/bin/mypy
 
 test: lint
 	SGLWRAP_REQUIRE_SGLANG=1 SGLWRAP_TEST_VENV=$(TEST_VENV) $(TEST_VENV)/bin/python -m pytest -q tests
+
+# the generators' checks that need no download (the suite runs them too; tools/*.py say what each compares)
+check-data: test-venv
+	$(TEST_VENV)/bin/python tools/gen_memory_fits.py --check
+	$(TEST_VENV)/bin/python tools/gen_release_pins.py --check
+	$(TEST_VENV)/bin/python tools/gen_model_parallel.py --check --offline
+	$(TEST_VENV)/bin/python tools/gen_model_parallel.py --check --installed
+	$(TEST_VENV)/bin/python tools/gen_catalogue.py --check --offline
+	$(TEST_VENV)/bin/python tools/gen_catalogue.py --check --installed
 
 bench: test-venv
 	$(TEST_VENV)/bin/python benchmarks/run_all.py

@@ -132,12 +132,46 @@ def test_cycle_finder_finds_a_cycle() -> None:
     assert _cycles(g) == [["sglwrap.errors", "sglwrap.versions"]]
 
 
-# Maintainers' generators (run by hand or in CI with --check): never imported by the code a user runs.
-GENERATORS = {"sglwrap.memory.fitting", "sglwrap.sglang.generate_model_parallel", "sglwrap.sglang.check_defaults",
-              "sglwrap.diagnose.gen_catalogue"}
+# Maintainers' generators of bundled data live in tools/ (outside the package, not in the wheel): they may import
+# sglwrap, never the reverse. One generator still inside the package must not be imported by the code a user runs.
+GENERATORS = {"sglwrap.sglang.check_defaults"}
+TOOLS = REPO / "tools"
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Every absolute module name ``path`` imports (``import a.b``, ``from a.b import c``), anywhere in the file."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module)
+    return out
 
 
 def test_generators_are_not_imported_at_run_time() -> None:
     bad = [f"{a} imports {b}" for a, targets in sorted(_graph().items()) if a not in GENERATORS
            for b in sorted(targets & GENERATORS)]
     assert not bad, "\n".join(bad)
+
+
+def test_the_generators_live_in_tools_outside_the_package() -> None:
+    names = {p.name for p in TOOLS.glob("*.py")}
+    assert {"gen_model_parallel.py", "gen_catalogue.py", "gen_memory_fits.py", "gen_release_pins.py"} <= names
+    left = [str(p.relative_to(REPO)) for p in PKG.rglob("*.py")
+            if p.name in names or p.stem in ("generate_model_parallel", "fitting")]
+    assert not left, left
+
+
+def test_no_module_of_the_package_imports_tools() -> None:
+    bad = [f"{name} imports {t}" for name, path in sorted(_modules().items()) for t in sorted(_imported_names(path))
+           if t == "tools" or t.startswith("tools.")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_tools_reader_sees_a_tools_import(tmp_path: Path) -> None:
+    """The reader above would pass everything if it saw no imports: it sees one of each form."""
+    f = tmp_path / "m.py"
+    f.write_text("import tools.gen_catalogue\ndef f():\n    from tools import gen_memory_fits\n")
+    assert _imported_names(f) == {"tools.gen_catalogue", "tools"}
+    assert "sglwrap.sglang.generate" in _imported_names(TOOLS / "gen_model_parallel.py")

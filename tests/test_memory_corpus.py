@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,11 +96,28 @@ def test_memory_corpus_truth_numbers_are_in_the_copied_log(case: dict[str, Any])
     assert checked or not re.search(r"avail mem=|#tokens|mem usage=", log), case["id"]
 
 
-def test_memory_corpus_fits_file_is_the_fit_of_this_corpus() -> None:
-    from sglwrap.memory import fits
-    from sglwrap.memory.fitting import fit_all
+def _fits_tool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(REPO / "tools" / "gen_memory_fits.py"), *args],
+                          capture_output=True, text=True, timeout=300)
 
-    assert fit_all(CORPUS, REPO) == json.loads(fits.FITS_PATH.read_text(encoding="utf-8"))
+
+def test_memory_corpus_fits_file_is_the_fit_of_this_corpus() -> None:
+    """``tools/gen_memory_fits.py --check`` (CI runs it here): the shipped fits.json is the fit of the corpus, byte
+    for byte."""
+    proc = _fits_tool("--check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "fits.json: up to date" in proc.stdout
+
+
+def test_memory_fits_check_catches_a_stale_file(tmp_path: Path) -> None:
+    from sglwrap.memory import fits
+
+    doc = json.loads(fits.FITS_PATH.read_text(encoding="utf-8"))
+    doc["corpus_cases"] += 1
+    stale = tmp_path / "fits.json"
+    stale.write_text(json.dumps(doc, indent=1) + "\n")
+    proc = _fits_tool("--check", "--out", str(stale))
+    assert proc.returncode == 1 and "differs from the fit of" in proc.stdout
 
 
 def _working() -> list[dict[str, Any]]:

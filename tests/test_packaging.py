@@ -41,6 +41,16 @@ def test_wheel_contains_profiles_templates_and_data(wheel: Path) -> None:
     assert entry and "sglwrap = sglwrap.entry:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
 
 
+def test_wheel_leaves_the_maintainer_tools_out(wheel: Path) -> None:
+    """The generators in tools/ are for maintainers: neither the folder nor any generator module is shipped."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "sglwrap/data/memory/fits.json" in names and "sglwrap/data/diagnose/messages.json" in names
+    tools = {p.name for p in (Path(__file__).resolve().parents[1] / "tools").glob("*.py")}
+    assert "gen_catalogue.py" in tools
+    shipped = [n for n in names if n.startswith("tools/") or n.rsplit("/", 1)[-1] in tools]
+    assert not shipped, shipped
+
+
 def test_installed_layout_finds_builtin_profiles_and_renders(wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from packaging.markers import Marker
 from packaging.requirements import Requirement
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--versions", nargs="*")
     ap.add_argument("--check", action="store_true")
     ns = ap.parse_args(argv)
-    doc = json.loads(OUT.read_text()) if OUT.exists() else {"schema": 2, "releases": {}}
+    doc: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {"schema": 2, "releases": {}}
     if doc.get("schema") != 2:
         doc = {"schema": 2, "releases": {}}
     if ns.check:

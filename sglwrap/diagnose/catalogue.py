@@ -1,4 +1,4 @@
-"""SGLang's own message catalogue (``sglwrap/data/diagnose/messages.json``, built by ``gen_catalogue``).
+"""SGLang's own message catalogue (``sglwrap/data/diagnose/messages.json``, built by ``tools/gen_catalogue.py``).
 
 Each template names the releases that print it; ``VersionRange`` intersects the releases of the messages a log
 holds, so a log without a version line still says which SGLang releases could have written it.

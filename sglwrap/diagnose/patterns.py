@@ -498,7 +498,7 @@ def _gib(value: str, unit: str) -> float:
 
 def catalogue_matches(mid: str, text: str) -> bool:
     """Whether ``text`` holds one of the catalogue's SGLang message templates of id ``mid`` (read from the release
-    source by ``gen_catalogue``)."""
+    source by ``tools/gen_catalogue.py``)."""
     from sglwrap.diagnose.catalogue import by_id
 
     return any(m.regex.search(text) is not None for m in by_id().get(mid, ()))

@@ -1,6 +1,6 @@
 """The empirical terms of the budget, each with the ± of its fit, read from ``sglwrap/data/memory/fits.json``.
 
-The file is written by ``python -m sglwrap.memory.fitting`` from the corpus of real SGLang logs
+The file is written by ``python tools/gen_memory_fits.py`` from the corpus of real SGLang logs
 (``tests/corpus/memory``); every entry names the cases it was fitted on. Fits and residuals:
 ``docs/memory-model.md``.
 """

@@ -1,9 +1,14 @@
-"""Maintainer tool: fit the accountant's empirical terms on the corpus of real SGLang logs.
+"""Fit the accountant's empirical terms on the corpus of real SGLang logs: ``sglwrap/data/memory/fits.json``.
 
-``python -m sglwrap.memory.fitting tests/corpus/memory > sglwrap/data/memory/fits.json`` reads every case's
-``truth:`` (numbers copied from the log) and writes, for each term, the value, its ± (the largest absolute residual
-of the cases it was fitted on, never below a floor) and the ids of those cases. ``sglwrap.memory.fits`` reads the
-file at run time; nothing here runs when sglwrap plans.
+Maintainer tool: never imported by sglwrap at run time. Run from the checkout (offline: the corpus is in the
+repository, so CI runs the check)::
+
+    python tools/gen_memory_fits.py [CORPUS]            # rewrite fits.json (CORPUS: default tests/corpus/memory)
+    python tools/gen_memory_fits.py --check [CORPUS]    # fits.json is the fit of the corpus, byte for byte (exit 1: not)
+
+It reads every case's ``truth:`` (numbers copied from the log) and writes, for each term, the value, its ± (the
+largest absolute residual of the cases it was fitted on, never below a floor) and the ids of those cases.
+``sglwrap.memory.fits`` reads the file at run time; nothing here runs when sglwrap plans.
 
 Terms (all GiB per rank):
 
@@ -25,15 +30,24 @@ Terms (all GiB per rank):
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sglwrap.memory.fits import family, is_geforce
+if not __package__:  # run as a script: the checkout's sglwrap, the one whose data this writes
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sglwrap.memory.fits import FITS_PATH, family, is_geforce  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "tests" / "corpus" / "memory"
+GENERATED_BY = "python tools/gen_memory_fits.py"
 
 GIB = float(1 << 30)
 MIB = float(1 << 20)
@@ -302,19 +316,34 @@ def fit_all(corpus: Path, repo: Path) -> dict[str, Any]:
     """Every fit, with the cases it used."""
     cases = _cases(corpus)
     decode = fit_decode_graph(cases)
-    return {"schema": 1, "generated_by": "python -m sglwrap.memory.fitting tests/corpus/memory",
+    return {"schema": 1, "generated_by": GENERATED_BY,
             "corpus_cases": len(cases), "overhead": fit_overhead(cases, repo), "nccl": fit_nccl(cases),
             "decode_graph": decode, "spec_graph": fit_spec_graph(cases, decode),
             "verify_graph_legacy": fit_verify_graph_legacy(cases), "prefill_graph": fit_prefill_graph(cases),
             "weights_extra": fit_weights_extra(cases, repo)}
 
 
+def dump(doc: dict[str, Any]) -> str:
+    """The file's text for a fits document."""
+    return json.dumps(doc, indent=1) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print fits.json for the corpus directory given (default tests/corpus/memory)."""
-    args = sys.argv[1:] if argv is None else argv
-    repo = Path(__file__).resolve().parents[2]
-    corpus = Path(args[0]) if args else repo / "tests" / "corpus" / "memory"
-    sys.stdout.write(json.dumps(fit_all(corpus, repo), indent=1) + "\n")
+    """Write fits.json from the corpus, or check it (``--check``)."""
+    ap = argparse.ArgumentParser(prog="python tools/gen_memory_fits.py", description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("corpus", nargs="?", type=Path, default=CORPUS, help="corpus directory (default: %(default)s)")
+    ap.add_argument("--out", type=Path, default=FITS_PATH, help="output file (default: %(default)s)")
+    ap.add_argument("--check", action="store_true", help="compare with the file on disk; write nothing")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    text = dump(fit_all(args.corpus, REPO))
+    if args.check:
+        same = args.out.is_file() and args.out.read_text(encoding="utf-8") == text
+        print(f"{args.out}: {'up to date' if same else 'differs from the fit of ' + str(args.corpus)}")
+        return 0 if same else 1
+    tmp = args.out.with_suffix(".json.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, args.out)
+    print(f"{args.out}: fitted on {json.loads(text)['corpus_cases']} cases")
     return 0
 
 

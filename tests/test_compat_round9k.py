@@ -23,10 +23,17 @@ def _fires(entry: str, spec: str, release: str, *argv: str, **extra: str) -> boo
     return f"[{entry}]" in _run(spec, {"sglang": release, **extra}, *argv).reason
 
 
+# the sgl-kernel each release pins (its Requires-Dist): named, the kernel is a fact; left to the pin, a guess
+PINNED_KERNEL = {"0.5.3": "0.3.14.post1", "0.5.4.post1": "0.3.16.post4", "0.5.4.post2": "0.3.16.post4",
+                 "0.5.6": "0.3.18.post2", "0.5.8": "0.3.21", "0.5.9": "0.3.21"}
+
+
 def test_old_releases_block_on_b300_only() -> None:
     for release in ("0.5.3", "0.5.4.post1", "0.5.4.post2", "0.5.6", "0.5.8"):
-        v = _run("8xB300", {"sglang": release}, *DSV32)
+        v = _run("8xB300", {"sglang": release, "sgl-kernel": PINNED_KERNEL[release]}, *DSV32)
         assert f"[{OLD}]" in v.reason and v.status == Status.BLOCK, release
+        guess = _run("8xB300", {"sglang": release}, *DSV32)  # the kernel not named: the user may have upgraded it
+        assert f"[{OLD}]" in guess.reason and guess.status == Status.WARN and "sgl-kernel's version" in guess.reason
     for spec in ("8xB200", "8xH200"):
         assert not _fires(OLD, spec, "0.5.6", *DSV32)
     assert not _fires(OLD, "8xB300", "0.5.2", *DSV32)  # no DSA backend yet
@@ -50,7 +57,7 @@ def test_kernel_named_by_hand_rules_out() -> None:
 
 def test_059_downgrades_to_trtllm() -> None:
     for argv in (DSV32, GLM5):
-        v = _run("8xB300", {"sglang": "0.5.9"}, *argv)
+        v = _run("8xB300", {"sglang": "0.5.9", "sgl-kernel": PINNED_KERNEL["0.5.9"], "transformers": "5.2.0"}, *argv)
         assert f"[{V059}]" in v.reason and v.status == Status.DOWNGRADE, argv
     assert not _fires(V059, "8xB200", "0.5.9", *DSV32)
     assert not _fires(V059, "8xB300", "0.5.9", *DSV32, "--nsa-decode-backend", "trtllm")

@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.compat.kb import Entry
+from sglwrap.host.probe import SAME_MODULE
 
 if TYPE_CHECKING:
     from sglwrap.preflight.model import Context
@@ -482,11 +483,25 @@ def _match_packages(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | No
 
 
 def _match_not_packages(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:
-    """not_packages: no named version is known to satisfy its spec (unknown: the release's own pin stands)."""
+    """not_packages: no named version is known to satisfy its spec. A version nobody named (the release's own pin,
+    or a release that is itself a guess) may be what holds it, so the entry can then only warn."""
+    unknown: list[str] = []
     for name, spec in (ap.get("not_packages") or {}).items():
-        if version_ok(package_version(ctx, name), spec):
+        version = package_version(ctx, name)
+        if version_ok(version, spec):
             return None
-    return HOLDS
+        other = SAME_MODULE.get(name)
+        if version is None and other is not None and package_version(ctx, other) is not None:
+            continue  # the distribution that provides the same module is the one there (sgl-kernel / sglang-kernel)
+        if version is None or name in _pinned(ctx) or (name == "sglang" and name not in ctx.stack.packages):
+            unknown.append(f"{name}'s version (not named: {spec} would rule the entry out)")
+    return Held(unknown=tuple(unknown)) if unknown else HOLDS
+
+
+def _pinned(ctx: Context) -> dict[str, str]:
+    """Versions the assumed release's pins filled in (not named by the user)."""
+    pinned: dict[str, str] = ((ctx.facts.probes or {}).get("release_pins") or {}).get("pinned") or {}
+    return pinned
 
 
 def _match_from_index(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | None:

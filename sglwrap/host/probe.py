@@ -310,7 +310,7 @@ def apply_assume_stack(facts: HostFacts, overrides: Mapping[str, str]) -> HostFa
 _BUILD_VARIANTS = frozenset({"torch", "torchvision", "torchaudio", "sgl-kernel", "sglang-kernel",
                              "flashinfer-jit-cache"})
 # Distributions that provide the same module: naming one replaces the release's pin of the other.
-_SAME_MODULE = {"flashinfer": "flashinfer-python", "flashinfer-python": "flashinfer",
+SAME_MODULE = {"flashinfer": "flashinfer-python", "flashinfer-python": "flashinfer",
                 "sgl-kernel": "sglang-kernel", "sglang-kernel": "sgl-kernel"}
 
 
@@ -327,7 +327,7 @@ def _add_release_pins(packages: dict[str, str], probes: dict[str, Any], override
     pinned: dict[str, str] = {}
     brought: dict[str, str] = {}
     for name, spec in reqs["base"].items():
-        if name in overrides or name in packages or _SAME_MODULE.get(name, "") in overrides:
+        if name in overrides or name in packages or SAME_MODULE.get(name, "") in overrides:
             continue  # named by the user (or what provides the same module), or installed here and kept
         version = exact_pin(spec)
         if version is not None and name not in _BUILD_VARIANTS:

@@ -126,3 +126,46 @@ def test_the_bundled_pins_cover_every_bundled_release() -> None:
     proc = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "pins for all" in proc.stdout
+
+
+SWEEP_ARGV = (
+    ("--model-path", "Qwen/Qwen2.5-7B-Instruct"),
+    ("--model-path", "Qwen/Qwen2.5-7B-Instruct", "--attention-backend", "flashinfer"),
+    ("--model-path", "Qwen/Qwen2.5-7B-Instruct-AWQ", "--quantization", "awq"),
+    ("--model-path", "meta-llama/Meta-Llama-3-8B-Instruct", "--enable-memory-saver"),
+)
+
+
+def _release_sample() -> list[str]:
+    from sglwrap.versions import known_releases
+
+    releases = list(known_releases())
+    return releases[::6] + [releases[-1]]
+
+
+@pytest.mark.parametrize("release", _release_sample())
+def test_an_assumed_release_never_blocks_on_a_package_nobody_named(release: str) -> None:
+    """The issue's rule: with --assume-stack sglang=X alone, no entry blocks on a package (its presence, absence,
+    version or origin) that the plan does not know; only SGLang itself was named."""
+    from sglwrap.compat.kb import by_id
+    from sglwrap.sglang.flags import bundled_table
+    from sglwrap.errors import UsageError
+
+    kb = by_id(checks_compat.entries())
+    bad: list[str] = []
+    for spec in ("2xRTX-4090", "8xH100", "8xB200", "1xL40S"):
+        for argv in SWEEP_ARGV:
+            try:
+                bundled_table(release)
+                v = compat(spec, release, *argv)
+            except UsageError:
+                continue  # that release refuses the command line (an option it does not have)
+            for eid, status in ((v.detail or {}).get("entries") or {}).items():
+                if status != "block":
+                    continue
+                ap = kb[eid].applies
+                names = {*(ap.get("packages") or {}), *(ap.get("not_packages") or {}), *(ap.get("absent") or ()),
+                         *(ap.get("from_index") or ())} - {"sglang"}
+                if names:
+                    bad.append(f"{release} {spec} {' '.join(argv)}: {eid} blocks on {sorted(names)}")
+    assert not bad, "\n".join(bad[:20])

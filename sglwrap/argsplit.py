@@ -7,14 +7,31 @@ look like one of sglwrap's options (``--served-model-name --json``) stays SGLang
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from sglwrap.errors import UsageError
-from sglwrap.sglang.flags import FlagTable
+
+if TYPE_CHECKING:
+    from sglwrap.sglang.flags import FlagTable
 
 OWN_TYPO_CUTOFF = 0.85  # difflib ratio above which an unknown option is taken for a typo of sglwrap's own
 GLOBAL_OPTIONS = {"--color": True}  # sglwrap's own, before the verb only (sglwrap.cli)
+
+
+def parser_options(parser: argparse.ArgumentParser) -> dict[str, bool]:
+    """The options ``parser`` declares, ``-h``/``--help`` aside: name -> takes a value (argparse's nargs != 0)."""
+    return {name: action.nargs != 0 for action in parser._actions
+            if not isinstance(action, argparse._HelpAction) for name in action.option_strings}
+
+
+def own_options(add_options: Callable[[argparse.ArgumentParser], None]) -> dict[str, bool]:
+    """A verb's own options, read from the options ``add_options`` gives its argparse parser (the one list: the
+    drop-in split and ``--help`` cannot disagree)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_options(parser)
+    return parser_options(parser)
 
 
 def split_own_args(argv: Sequence[str], own_options: Mapping[str, bool], table: FlagTable | None,

@@ -101,3 +101,34 @@ def test_no_sglang_flag_is_close_enough_to_be_taken_for_an_own_option_typo() -> 
     for version in bundled_versions():
         for flag in bundled_table(version).flags:
             assert not difflib.get_close_matches(flag, own, n=1, cutoff=OWN_TYPO_CUTOFF), (version, flag)
+
+
+@pytest.mark.parametrize("verb", ["launch", "preflight", "memory", "rehearse", "systemd-unit"])
+def test_own_options_are_what_the_verb_parser_accepts(verb: str) -> None:
+    """Each drop-in verb's OWN_OPTIONS is its --help parser's options: a switch parses alone and refuses a value,
+    an option with a value takes the next word, and the split of sglwrap's options from SGLang's agrees."""
+    import argparse
+    import importlib
+
+    from sglwrap.argsplit import split_own_args
+    from sglwrap.cli import COMMANDS, build_parser
+
+    mod = importlib.import_module(f"sglwrap.commands.{COMMANDS[verb][0]}")
+    sub = next(a for a in build_parser([verb])._actions if isinstance(a, argparse._SubParsersAction))
+    parser = sub.choices[verb]
+    declared = {s for a in parser._actions for s in a.option_strings} - {"-h", "--help"}
+    assert set(mod.OWN_OPTIONS) == declared
+    assert {"--profile"} <= declared
+    for name, takes_value in mod.OWN_OPTIONS.items():
+        dest = name[2:].replace("-", "_")
+        if takes_value:
+            ns = parser.parse_args([name, "3"])
+            assert getattr(ns, dest) in ("3", 3, 3.0), name
+            own, rest = split_own_args([name, "3", "--tp-size", "2"], mod.OWN_OPTIONS, None, verb)
+            assert own == {name: "3"} and rest == ["--tp-size", "2"], name
+        else:
+            assert getattr(parser.parse_args([name]), dest) is True, name
+            with pytest.raises(SystemExit):
+                parser.parse_args([f"{name}=x"])
+            own, rest = split_own_args([name, "3"], mod.OWN_OPTIONS, None, verb)
+            assert own == {name: True} and rest == ["3"], name

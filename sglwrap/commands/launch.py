@@ -22,21 +22,17 @@ from sglwrap.sglang.release import TargetRelease, target_python
 if TYPE_CHECKING:
     from sglwrap.supervise import Endpoint
 
-# sglwrap's own options: name -> takes a value. None of them may equal an SGLang flag (tested).
-OWN_OPTIONS: dict[str, bool] = {
-    "--profile": True, "--dry-run": False, "--json": False, "--assume": True, "--assume-stack": True,
-    "--force": False, "--keep": False,
-    "--notify": False,  # supervise for systemd Type=notify instead of exec (sglwrap.supervise)
-    "--rehearse": False,  # run the plan with dummy weights first (sglwrap.rehearse); skipped once it passed
-}
-
-
 def add_parser(sub: Any) -> None:
     """Register `launch` (its options are split from SGLang's by `parse`; this parser serves --help)."""
     p = sub.add_parser(
         "launch", help="plan, check and exec SGLang (sglang serve) with a profile",
         description="Resolve a profile, run the checks, render the injector and exec SGLang in this process. "
                     "Every option sglwrap does not own is passed to SGLang unchanged (with or without `--`).")
+    _add_options(p)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    """`launch`'s own options (OWN_OPTIONS is read from them) and SGLang's arguments."""
     p.add_argument("--profile", help="profile name or file (default: $SGLWRAP_PROFILE, else baseline)")
     p.add_argument("--dry-run", action="store_true", help="print what would run and be written; write nothing")
     p.add_argument("--keep", action="store_true", help="with --dry-run: write the files for inspection")
@@ -52,6 +48,10 @@ def add_parser(sub: Any) -> None:
                    help="first run this plan with --load-format dummy, one request and a clean stop (sglwrap "
                         "rehearse); launch only if it passed; skipped when this fingerprint passed before")
     p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments")
+
+
+# sglwrap's own options: name -> takes a value. None of them may equal an SGLang flag (tested).
+OWN_OPTIONS: dict[str, bool] = argsplit.own_options(_add_options)
 
 
 def split_own_args(argv: Sequence[str], table: FlagTable | None) -> tuple[dict[str, Any], list[str]]:

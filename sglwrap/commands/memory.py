@@ -11,15 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sglwrap import argsplit
 from sglwrap.argsplit import refuse_misplaced_own, split_own_args
 from sglwrap.errors import ConfigError, UsageError
-
-# sglwrap's own options (exact names only; none equals an SGLang flag) -> takes a value
-OWN_OPTIONS: dict[str, bool] = {
-    "--json": False, "--assume": True, "--assume-stack": True, "--profile": True,
-    "--avail-before-weights-gib": True, "--weights-gib": True, "--explain-change": True, "--plot": True,
-}
-
 
 @dataclass(frozen=True)
 class MemoryOptions:
@@ -41,6 +35,11 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("memory", help="predict SGLang's GPU memory budget and OOMs",
                        description="Predict how SGLang will split GPU memory, how many KV tokens fit and whether "
                                    "and where it fails. SGLang's own arguments follow `--` (or are passed through).")
+    _add_options(p)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    """`memory`'s own options (OWN_OPTIONS is read from them) and SGLang's arguments."""
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (the table goes to stderr)")
     p.add_argument("--assume", metavar="HW", help="catalogued GPUs (8xRTX-PRO-6000, 2xH200) or a HostFacts file")
     p.add_argument("--assume-stack", metavar="PKG=VER,...", help="plan for this SGLang version (sglang=0.5.9)")
@@ -52,6 +51,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--explain-change", metavar="PROFILE", help="show how switching to PROFILE moves each term")
     p.add_argument("--plot", metavar="FILE", help="draw the budget as a PNG (needs matplotlib)")
     p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments")
+
+
+# sglwrap's own options (exact names only; none equals an SGLang flag) -> takes a value
+OWN_OPTIONS: dict[str, bool] = argsplit.own_options(_add_options)
 
 
 def _float(own: dict[str, Any], name: str) -> float | None:

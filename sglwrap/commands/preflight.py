@@ -14,14 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sglwrap import argsplit
 from sglwrap.argsplit import refuse_misplaced_own, split_own_args
-
-# sglwrap's own options here: name -> takes a value. None may equal an SGLang flag (checked in the tests).
-OWN_OPTIONS: dict[str, bool] = {
-    "--profile": True, "--json": False, "--assume": True, "--assume-stack": True, "--force": False,
-    "--explain": True, "--deep": False, "--verbose": False,
-}
-
 
 @dataclass(frozen=True)
 class PreflightOptions:
@@ -44,6 +38,11 @@ def add_parser(sub: Any) -> None:
         "preflight", help="run the preflight checks alone",
         description="Check a profile and SGLang arguments against this machine (or --assume'd one) before any "
                     "weights load. Exit 0 ok, 1 downgraded, 78 blocked.")
+    _add_options(p)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    """`preflight`'s own options (OWN_OPTIONS is read from them) and SGLang's arguments."""
     p.add_argument("--profile", help="profile name or file (default: $SGLWRAP_PROFILE, else baseline)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (the table still goes to stderr)")
     p.add_argument("--assume", metavar="HW", help="catalogued GPUs (8xRTX-PRO-6000, 2xH200) or a HostFacts JSON file")
@@ -57,6 +56,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--explain", metavar="ID", help="print one knowledge-base entry (its conditions, the error users "
                    "see, the fix and its public sources) and exit")
     p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments (after --)")
+
+
+# sglwrap's own options here: name -> takes a value. None may equal an SGLang flag (checked in the tests).
+OWN_OPTIONS: dict[str, bool] = argsplit.own_options(_add_options)
 
 
 def split_args(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:

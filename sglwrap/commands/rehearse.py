@@ -19,13 +19,6 @@ from typing import Any
 from sglwrap import argsplit
 from sglwrap.errors import EXIT_INTERRUPTED, UsageError
 
-# sglwrap's own options here: name -> takes a value. None of them equals an SGLang flag (tested).
-OWN_OPTIONS: dict[str, bool] = {
-    "--profile": True, "--json": False, "--timeout": True, "--layers": True, "--force": False,
-    "--assume": True, "--assume-stack": True,
-}
-
-
 @dataclass(frozen=True)
 class RehearseOptions:
     """The parsed command line of ``sglwrap rehearse``."""
@@ -49,6 +42,11 @@ def add_parser(sub: Any) -> None:
                     "127.0.0.1 port; wait for /health 200, send one short /generate, stop SGLang and everything it "
                     "started, and report passed, or the stage, cause and fix `diagnose` reads from its log. "
                     "Every option sglwrap does not own is SGLang's (with or without `--`).")
+    _add_options(p)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    """`rehearse`'s own options (OWN_OPTIONS is read from them) and SGLang's arguments."""
     p.add_argument("--profile", help="profile name or file (default: $SGLWRAP_PROFILE, else baseline)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--timeout", metavar="S", help="seconds until a rehearsal that has not answered is killed and "
@@ -61,6 +59,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--assume", metavar="HW", help="refused: a rehearsal runs on this machine's GPUs")
     p.add_argument("--assume-stack", metavar="PKG=VER,...", help="only the installed SGLang can be rehearsed")
     p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments")
+
+
+# sglwrap's own options here: name -> takes a value. None of them equals an SGLang flag (tested).
+OWN_OPTIONS: dict[str, bool] = argsplit.own_options(_add_options)
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> RehearseOptions:

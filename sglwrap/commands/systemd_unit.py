@@ -14,14 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sglwrap import argsplit
 from sglwrap.errors import UsageError
-
-# sglwrap's own options here: name -> takes a value. None equals an SGLang flag (checked in the tests).
-OWN_OPTIONS: dict[str, bool] = {
-    "--profile": True, "--notify": False, "--watchdog-sec": True, "--sglwrap-bin": True, "--description": True,
-    "--rehearse": False,
-}
-
 
 @dataclass(frozen=True)
 class UnitOptions:
@@ -45,6 +39,11 @@ def add_parser(sub: Any) -> None:
                     "/etc/sglwrap/NAME.env chooses. Secret flags (--api-key, --admin-api-key, ...) are read from "
                     "that env file, never written into the unit. The profile and the arguments are checked now, "
                     "not at boot.")
+    _add_options(p)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    """`systemd-unit`'s own options (OWN_OPTIONS is read from them) and SGLang's arguments."""
     p.add_argument("--profile", help="profile name or file to write into ExecStart (default: none; the env file's "
                                      "SGLWRAP_PROFILE, else baseline, at each start)")
     p.add_argument("--notify", action="store_true",
@@ -57,6 +56,10 @@ def add_parser(sub: Any) -> None:
                    help="ExecStart runs `launch --rehearse`: the plan runs once with dummy weights before the real "
                         "load (skipped when its fingerprint passed before); TimeoutStartSec allows for it")
     p.add_argument("sglang_args", nargs=argparse.REMAINDER, help="SGLang's arguments (with or without --)")
+
+
+# sglwrap's own options here: name -> takes a value. None equals an SGLang flag (checked in the tests).
+OWN_OPTIONS: dict[str, bool] = argsplit.own_options(_add_options)
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> UnitOptions:

@@ -156,14 +156,7 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
     t = terms or Terms()
     notes: list[str] = []
     world_tp = args.tp_size
-    comms = (1 if world_tp > 1 else 0) + (1 if args.pp_size > 1 else 0)
-    if not comms:
-        nccl_t = exact(0, "single rank: no NCCL communicator")
-    elif t.nccl_init is not None:
-        nccl_t = Term(t.nccl_init.bytes + comms * nccl.per_comm_bytes, t.nccl_init.pm,
-                      f"{t.nccl_init.source} + {comms} x channel buffers")
-    else:
-        nccl_t = exact(nccl.process_fixed_bytes + comms * nccl.per_comm_bytes, "NCCL model")
+    nccl_t = _nccl_init(t, args, nccl)
     nccl_init = nccl_t.bytes
     # a TP group across nodes: SGLang disables custom all-reduce ("this process group spans across nodes",
     # 0.5.23 custom_all_reduce_utils.py:462)
@@ -178,21 +171,7 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
         p_source = "predicted"
         p_pm = rss(t.overhead.pm, nccl_t.pm)
     draft_w = t.draft_weights.bytes
-    if observed.weights_bytes is not None:
-        w, w_source = observed.weights_bytes, "observed (--weights-gib)"
-        w_pm = OBSERVED_PM
-        if draft_w and t.draft_in_weights:
-            w += draft_w
-            w_pm = rss(w_pm, t.draft_weights.pm)
-            w_source += " + draft model"
-    else:
-        w = weights.per_rank_bytes + t.weights_extra.bytes
-        w_source = weights.source + (" + fitted non-parameter buffers" if t.weights_extra.bytes else "")
-        w_pm = rss(t.weights_extra.pm, t.weights_rel_pm * weights.per_rank_bytes)
-        if draft_w and t.draft_in_weights:
-            w += draft_w
-            w_pm = rss(w_pm, t.draft_weights.pm)
-            w_source += " + draft model"
+    w, w_source, w_pm = _weights_term(t, weights, observed)
     # online quantisation loads the 16-bit model first (weights.online_load_peak); with W observed it is unknown
     w_peak = w if observed.weights_bytes is not None else w - weights.per_rank_bytes + weights.peak_bytes
     f = resolved.mem_fraction_static
@@ -215,17 +194,7 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
     if mpool is not None and mpool.error is None:
         rest = mpool.rest_after  # kv_cache_configurator.py:3040, what the KV pool is sized from
     pool = _swa_pool(cell, rest, args) if cell.swa is not None else None
-    if pool is not None:
-        tokens, kv_pool = pool.max_total_tokens, pool.pool_bytes
-        if args.max_total_tokens is not None and tokens >= args.max_total_tokens:
-            notes.append(f"--max-total-tokens {args.max_total_tokens} caps the pool below what fits")
-    else:
-        tokens = rest // cell.bytes_per_token if rest > 0 and cell.bytes_per_token else 0
-        tokens = tokens // args.page_size * args.page_size
-        if args.max_total_tokens is not None and tokens > args.max_total_tokens:
-            tokens = args.max_total_tokens
-            notes.append(f"--max-total-tokens {args.max_total_tokens} caps the pool below what fits")
-        kv_pool = tokens * cell.bytes_per_token
+    tokens, kv_pool = _kv_tokens(cell, rest, args, pool, notes)
     context_len = args.context_length or shape.context_len
     reqs = _max_reqs(args, tokens, context_len, mpool)
     if mpool is not None and mamba_error is None and reqs <= 0:
@@ -277,6 +246,50 @@ def compute(*, shape: ModelShape, args: ServerArgs, resolved: Resolved, cell: Ce
                       ("decode_graphs", graphs_t.source), ("weights_extra", t.weights_extra.source),
                       ("draft_weights", t.draft_weights.source), ("draft_graphs", t.draft_graphs.source),
                       ("deepep", t.deepep.source), ("lora", t.lora.source)))
+
+
+def _nccl_init(t: Terms, args: ServerArgs, nccl: NcclCost) -> Term:
+    """NCCL's memory at init: none on one rank, else the fitted term (or the NCCL model) plus channel buffers per
+    communicator (one for TP, one for PP)."""
+    comms = (1 if args.tp_size > 1 else 0) + (1 if args.pp_size > 1 else 0)
+    if not comms:
+        return exact(0, "single rank: no NCCL communicator")
+    if t.nccl_init is not None:
+        return Term(t.nccl_init.bytes + comms * nccl.per_comm_bytes, t.nccl_init.pm,
+                    f"{t.nccl_init.source} + {comms} x channel buffers")
+    return exact(nccl.process_fixed_bytes + comms * nccl.per_comm_bytes, "NCCL model")
+
+
+def _weights_term(t: Terms, weights: Weights, observed: Observed) -> tuple[int, str, int]:
+    """W, what one rank's weights take: observed (``--weights-gib``) or predicted, plus a draft model loaded with
+    them; ``(bytes, source, ±)``."""
+    if observed.weights_bytes is not None:
+        w, w_source = observed.weights_bytes, "observed (--weights-gib)"
+        w_pm = OBSERVED_PM
+    else:
+        w = weights.per_rank_bytes + t.weights_extra.bytes
+        w_source = weights.source + (" + fitted non-parameter buffers" if t.weights_extra.bytes else "")
+        w_pm = rss(t.weights_extra.pm, t.weights_rel_pm * weights.per_rank_bytes)
+    if t.draft_weights.bytes and t.draft_in_weights:
+        w += t.draft_weights.bytes
+        w_pm = rss(w_pm, t.draft_weights.pm)
+        w_source += " + draft model"
+    return w, w_source, w_pm
+
+
+def _kv_tokens(cell: Cell, rest: int, args: ServerArgs, pool: SwaPool | None, notes: list[str]) -> tuple[int, int]:
+    """``(max_total_tokens, KV pool bytes)`` on ``rest`` bytes, in whole pages, capped by --max-total-tokens (a
+    note says so)."""
+    if pool is not None:
+        if args.max_total_tokens is not None and pool.max_total_tokens >= args.max_total_tokens:
+            notes.append(f"--max-total-tokens {args.max_total_tokens} caps the pool below what fits")
+        return pool.max_total_tokens, pool.pool_bytes
+    tokens = rest // cell.bytes_per_token if rest > 0 and cell.bytes_per_token else 0
+    tokens = tokens // args.page_size * args.page_size
+    if args.max_total_tokens is not None and tokens > args.max_total_tokens:
+        tokens = args.max_total_tokens
+        notes.append(f"--max-total-tokens {args.max_total_tokens} caps the pool below what fits")
+    return tokens, tokens * cell.bytes_per_token
 
 
 def _driver(t: Terms, observed: Observed) -> int:

@@ -256,107 +256,16 @@ def _auto_paths(ctx: Ctx, t: Terms, attn_dp: int) -> None:
 
 def _resolve_terms(ctx: Ctx, t: Terms) -> None:
     v = Version(ctx.version)
-    gpu_mem = ctx.gpu_mem
     attn_dp = ctx.attn_dp(needs_dp_gt_1=True)
     if ctx.flag("enable_dp_attention") and attn_dp == 1:
         ctx.note("--enable-dp-attention with dp_size 1 is switched off (_handle_data_parallelism)")
     where = ctx.cite(t.where)
-    # ---- chunked prefill and decode max bs from the GPU-memory table
-    if gpu_mem is not None:
-        cps_d, bs_lo, bs_hi = bucket(t.buckets, gpu_mem)
-        bs_d = bs_lo if ctx.tp < 4 else bs_hi
-    else:
-        cps_d, bs_d = 4096, 160
-        ctx.note(f"GPU memory unknown: SGLang's fallbacks chunked prefill 4096, graph max bs 160, mem fraction "
-                 f"{t.fallback_mfs} ({where})")
-    cps = int(ctx.take("chunked_prefill_size", cps_d, where))  # type: ignore[call-overload]
-    user_bs = ctx.given.get("cuda_graph_max_bs")
-    max_bs = int(user_bs) if user_bs is not None else bs_d  # type: ignore[call-overload]
-    bs_src = "user" if user_bs is not None else where
-    mrr = ctx.given.get("max_running_requests")
-    if (t.cap_by_max_running and user_bs is None and mrr is not None
-            and max_bs > int(mrr)):  # type: ignore[call-overload]
-        max_bs = int(mrr)  # type: ignore[call-overload]
-        bs_src = ctx.cite("memory_hook.py:182-188")
-    spec = ctx.spec is not None
-    if ctx.has("cuda_graph_bs"):
-        sizes = sorted(int(b) for b in ctx.given["cuda_graph_bs"])  # type: ignore[attr-defined]
-        max_bs, bs_src = max(sizes), "user"
-    else:
-        sizes = _decode_sizes(t.decode_gen, max_bs, spec, ctx.flag("disable_cuda_graph_padding"))
+    cps, max_bs, bs_src, sizes = _decode_defaults(ctx, t, where)
     decode_on = decode_graph_flags(ctx, torch_native_disables=True, per_phase_flags=v >= Version("0.5.14"),
                                    where=t.where)
-    # ---- prefill graphs
-    pre_on, why = _prefill_enabled(ctx, t, attn_dp)
-    pre_sizes: list[int] = []
-    pmax = 0
-    if t.prefill != "none":
-        if ctx.has("cuda_graph_max_bs_prefill") or ctx.has("piecewise_cuda_graph_max_tokens"):
-            pmax = ctx.int_("cuda_graph_max_bs_prefill", ctx.int_("piecewise_cuda_graph_max_tokens", 0))
-        elif t.prefill_max == "4096":
-            pmax = 4096
-        else:
-            pmax = cps
-            if ctx.is_mla and t.prefill_max == "chunked_mla2048":
-                pmax = 2048
-            elif ctx.is_mla and t.prefill_max == "chunked_mla8192":
-                pmax = min(8192, cps)
-            if v >= Version("0.5.10") and ctx.has("max_total_tokens"):
-                pmax = min(pmax, ctx.int_("max_total_tokens", pmax))
-            if v >= Version("0.5.10") and "llama-2" in str(ctx.given.get("model_path", "")).lower():
-                pmax = min(pmax, 4096)
-        if t.context_clamp and ctx.has("context_length"):
-            pmax = min(pmax, ctx.int_("context_length", pmax))
-        pre_sizes = _prefill_sizes(t.prefill_gen, pmax)
-    if not pre_on and t.prefill != "none":
-        ctx.note(f"prefill CUDA graph off: {why}")
-    # ---- mem_fraction_static
-    if ctx.has("mem_fraction_static"):
-        ctx.put("mem_fraction_static", float(ctx.given["mem_fraction_static"]), "user")  # type: ignore[arg-type]
-        ctx.values["mem_fraction_static_source"] = "user"
-        ctx.put("reserved_mib", None, "user")
-    else:
-        activation = max(cps, 2048) if cps > 0 else max(ctx.int_("max_prefill_tokens", 16384), 2048)
-        reserved = 512 + activation * 1.5
-        if decode_on or not t.decode_term_needs_graph:
-            reserved += max_bs * 2
-        reserved += ctx.tp * ctx.pp / 8 * 1024
-        if attn_dp > 1:
-            reserved += max_bs * attn_dp * 3
-            if max_bs > 300:
-                reserved += max_bs * attn_dp * 1.5
-        pre_term = 0.0
-        if pre_on:
-            if t.prefill_reserve == "quarter":  # 0.5.6 server_args.py:855-857
-                pre_term = float(pmax // 4)
-            elif t.prefill_reserve == "eighth":  # 0.5.7 server_args.py:943-945
-                pre_term = float(pmax // 8)
-            elif t.prefill_reserve == "count8":
-                pre_term = len(pre_sizes) * 8.0
-            elif t.prefill_reserve == "count8_mla":
-                pre_term = 1.5 * 1024 if ctx.is_mla else len(pre_sizes) * 8.0
-        early_pre = t.prefill_reserve in ("count8", "count8_mla")  # 0.5.8+: before the 10 GiB floor
-        if early_pre:
-            reserved += pre_term
-        if gpu_mem is not None and gpu_mem > 60 * 1024:
-            reserved = max(reserved, 10 * 1024)
-        if t.spec_reserve_gib is not None and ctx.spec is not None and ctx.spec != "NGRAM":
-            reserved += (t.spec_reserve_gib[0] if ctx.spec == "STANDALONE" else t.spec_reserve_gib[1]) * 1024
-        if not early_pre:
-            reserved += pre_term
-        if v >= Version("0.5.15") and decode_on and ctx.str_("moe_a2a_backend") == "deepep":
-            reserved += 2 * 1024
-        if gpu_mem is not None:
-            frac = round((gpu_mem - reserved) / gpu_mem, 3)
-        else:
-            frac = t.fallback_mfs
-        if ctx.is_multimodal and not (v >= Version("0.5.9") and (ctx.flag("language_only")
-                                                                 or ctx.flag("language_model_only"))):
-            frac *= vlm_factor(ctx.model)
-            ctx.note("multimodal: mem_fraction_static x 0.95 x ViT-size factor (adjust_mem_fraction_for_vlm)")
-        ctx.put("mem_fraction_static", frac, where)
-        ctx.values["mem_fraction_static_source"] = "default"
-        ctx.put("reserved_mib", reserved if gpu_mem is not None else None, where)
+    pre_on, pmax, pre_sizes = _prefill_graphs(ctx, t, attn_dp, cps)
+    _mem_fraction(ctx, t, where, cps=cps, max_bs=max_bs, decode_on=decode_on, attn_dp=attn_dp,
+                  pre_term=_prefill_reserve(ctx, t, pre_on, pmax, pre_sizes))
     if v >= Version("0.5.16"):
         ctx.note("mem_fraction_static: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1 (off by default) replaces the graph/"
                  "activation reserve with 512 MiB (1536 from 0.5.18) + tp*pp/8 GiB; not modelled")
@@ -373,7 +282,148 @@ def _resolve_terms(ctx: Ctx, t: Terms) -> None:
     ctx.put("cuda_graph_bs", tuple(capture) if decode_on else (), bs_src)
     ctx.put("prefill_cuda_graph", pre_on, where)
     ctx.put("prefill_graph_sizes", tuple(pre_sizes) if pre_on else (), where)
-    # ---- max running requests (speculative decoding default 48)
+    _max_running_requests(ctx, where)
+    backend = _attention_backend(ctx, t, where)
+    page_size(ctx, backend, where="_handle_attention_backend_compatibility", trtllm=True,
+              mha_pages=t.trtllm_mha_pages)
+    _auto_paths(ctx, t, attn_dp)
+    custom_all_reduce(ctx, "disable_custom_all_reduce")
+
+
+def _decode_defaults(ctx: Ctx, t: Terms, where: str) -> tuple[int, int, str, list[int]]:
+    """Chunked prefill and the decode graph sizes, from the GPU-memory table unless given:
+    ``(chunked_prefill_size, max_bs, max_bs source, batch sizes)``."""
+    gpu_mem = ctx.gpu_mem
+    if gpu_mem is not None:
+        cps_d, bs_lo, bs_hi = bucket(t.buckets, gpu_mem)
+        bs_d = bs_lo if ctx.tp < 4 else bs_hi
+    else:
+        cps_d, bs_d = 4096, 160
+        ctx.note(f"GPU memory unknown: SGLang's fallbacks chunked prefill 4096, graph max bs 160, mem fraction "
+                 f"{t.fallback_mfs} ({where})")
+    cps = int(ctx.take("chunked_prefill_size", cps_d, where))  # type: ignore[call-overload]
+    user_bs = ctx.given.get("cuda_graph_max_bs")
+    max_bs = int(user_bs) if user_bs is not None else bs_d  # type: ignore[call-overload]
+    bs_src = "user" if user_bs is not None else where
+    mrr = ctx.given.get("max_running_requests")
+    if (t.cap_by_max_running and user_bs is None and mrr is not None
+            and max_bs > int(mrr)):  # type: ignore[call-overload]
+        max_bs = int(mrr)  # type: ignore[call-overload]
+        bs_src = ctx.cite("memory_hook.py:182-188")
+    if ctx.has("cuda_graph_bs"):
+        sizes = sorted(int(b) for b in ctx.given["cuda_graph_bs"])  # type: ignore[attr-defined]
+        max_bs, bs_src = max(sizes), "user"
+    else:
+        sizes = _decode_sizes(t.decode_gen, max_bs, ctx.spec is not None, ctx.flag("disable_cuda_graph_padding"))
+    return cps, max_bs, bs_src, sizes
+
+
+def _prefill_graphs(ctx: Ctx, t: Terms, attn_dp: int, cps: int) -> tuple[bool, int, list[int]]:
+    """Prefill CUDA graphs: ``(on, largest size, sizes)``; a note says why they are off."""
+    pre_on, why = _prefill_enabled(ctx, t, attn_dp)
+    pre_sizes: list[int] = []
+    pmax = 0
+    if t.prefill != "none":
+        pmax = _prefill_max(ctx, t, cps)
+        pre_sizes = _prefill_sizes(t.prefill_gen, pmax)
+    if not pre_on and t.prefill != "none":
+        ctx.note(f"prefill CUDA graph off: {why}")
+    return pre_on, pmax, pre_sizes
+
+
+def _prefill_max(ctx: Ctx, t: Terms, cps: int) -> int:
+    """The largest prefill graph size: given, fixed at 4096, or chunked prefill with the release's clamps."""
+    v = Version(ctx.version)
+    if ctx.has("cuda_graph_max_bs_prefill") or ctx.has("piecewise_cuda_graph_max_tokens"):
+        pmax = ctx.int_("cuda_graph_max_bs_prefill", ctx.int_("piecewise_cuda_graph_max_tokens", 0))
+    elif t.prefill_max == "4096":
+        pmax = 4096
+    else:
+        pmax = cps
+        if ctx.is_mla and t.prefill_max == "chunked_mla2048":
+            pmax = 2048
+        elif ctx.is_mla and t.prefill_max == "chunked_mla8192":
+            pmax = min(8192, cps)
+        if v >= Version("0.5.10") and ctx.has("max_total_tokens"):
+            pmax = min(pmax, ctx.int_("max_total_tokens", pmax))
+        if v >= Version("0.5.10") and "llama-2" in str(ctx.given.get("model_path", "")).lower():
+            pmax = min(pmax, 4096)
+    if t.context_clamp and ctx.has("context_length"):
+        pmax = min(pmax, ctx.int_("context_length", pmax))
+    return pmax
+
+
+def _prefill_reserve(ctx: Ctx, t: Terms, pre_on: bool, pmax: int, pre_sizes: list[int]) -> float:
+    """MiB the release reserves for prefill graphs (0 when they are off)."""
+    if not pre_on:
+        return 0.0
+    if t.prefill_reserve == "quarter":  # 0.5.6 server_args.py:855-857
+        return float(pmax // 4)
+    if t.prefill_reserve == "eighth":  # 0.5.7 server_args.py:943-945
+        return float(pmax // 8)
+    if t.prefill_reserve == "count8":
+        return len(pre_sizes) * 8.0
+    if t.prefill_reserve == "count8_mla":
+        return 1.5 * 1024 if ctx.is_mla else len(pre_sizes) * 8.0
+    return 0.0
+
+
+def _mem_fraction(ctx: Ctx, t: Terms, where: str, *, cps: int, max_bs: int, decode_on: bool, attn_dp: int,
+                  pre_term: float) -> None:
+    """mem_fraction_static (and the reserve behind it): the user's, else the release's terms."""
+    v = Version(ctx.version)
+    gpu_mem = ctx.gpu_mem
+    if ctx.has("mem_fraction_static"):
+        ctx.put("mem_fraction_static", float(ctx.given["mem_fraction_static"]), "user")  # type: ignore[arg-type]
+        ctx.values["mem_fraction_static_source"] = "user"
+        ctx.put("reserved_mib", None, "user")
+        return
+    reserved = _reserved_mib(ctx, t, cps=cps, max_bs=max_bs, decode_on=decode_on, attn_dp=attn_dp,
+                             pre_term=pre_term)
+    if gpu_mem is not None:
+        frac = round((gpu_mem - reserved) / gpu_mem, 3)
+    else:
+        frac = t.fallback_mfs
+    if ctx.is_multimodal and not (v >= Version("0.5.9") and (ctx.flag("language_only")
+                                                             or ctx.flag("language_model_only"))):
+        frac *= vlm_factor(ctx.model)
+        ctx.note("multimodal: mem_fraction_static x 0.95 x ViT-size factor (adjust_mem_fraction_for_vlm)")
+    ctx.put("mem_fraction_static", frac, where)
+    ctx.values["mem_fraction_static_source"] = "default"
+    ctx.put("reserved_mib", reserved if gpu_mem is not None else None, where)
+
+
+def _reserved_mib(ctx: Ctx, t: Terms, *, cps: int, max_bs: int, decode_on: bool, attn_dp: int,
+                  pre_term: float) -> float:
+    """The MiB the release keeps out of mem_fraction_static: activations, graphs, TP/PP, DP attention, draft."""
+    v = Version(ctx.version)
+    gpu_mem = ctx.gpu_mem
+    activation = max(cps, 2048) if cps > 0 else max(ctx.int_("max_prefill_tokens", 16384), 2048)
+    reserved = 512 + activation * 1.5
+    if decode_on or not t.decode_term_needs_graph:
+        reserved += max_bs * 2
+    reserved += ctx.tp * ctx.pp / 8 * 1024
+    if attn_dp > 1:
+        reserved += max_bs * attn_dp * 3
+        if max_bs > 300:
+            reserved += max_bs * attn_dp * 1.5
+    early_pre = t.prefill_reserve in ("count8", "count8_mla")  # 0.5.8+: before the 10 GiB floor
+    if early_pre:
+        reserved += pre_term
+    if gpu_mem is not None and gpu_mem > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    if t.spec_reserve_gib is not None and ctx.spec is not None and ctx.spec != "NGRAM":
+        reserved += (t.spec_reserve_gib[0] if ctx.spec == "STANDALONE" else t.spec_reserve_gib[1]) * 1024
+    if not early_pre:
+        reserved += pre_term
+    if v >= Version("0.5.15") and decode_on and ctx.str_("moe_a2a_backend") == "deepep":
+        reserved += 2 * 1024
+    return reserved
+
+
+def _max_running_requests(ctx: Ctx, where: str) -> None:
+    """The user's max_running_requests, else 48 with speculative decoding, else None (sized at load)."""
+    mrr = ctx.given.get("max_running_requests")
     if mrr is not None:
         ctx.put("max_running_requests", int(mrr), "user")  # type: ignore[call-overload]
     elif ctx.spec in ("EAGLE", "EAGLE3", "STANDALONE", "NGRAM", "DFLASH"):
@@ -381,7 +431,12 @@ def _resolve_terms(ctx: Ctx, t: Terms) -> None:
     else:
         ctx.put("max_running_requests", None, where)
         ctx.note("max_running_requests: None here; SGLang derives it from the KV pool size at load")
-    # ---- attention backend and page size
+
+
+def _attention_backend(ctx: Ctx, t: Terms, where: str) -> str | None:
+    """The attention backend: the user's, GptOss's per-GPU choice, the release's generic default, or decided at
+    load (None)."""
+    v = Version(ctx.version)
     backend = ctx.str_("attention_backend")
     if backend is not None:
         ctx.put("attention_backend", backend, "user")
@@ -398,10 +453,7 @@ def _resolve_terms(ctx: Ctx, t: Terms) -> None:
     else:
         ctx.put("attention_backend", None, ctx.cite("model_runner.py model_specific_adjustment"))
         ctx.note("attention_backend: decided in ModelRunner at load (fa3 on Hopper, flashinfer or triton otherwise)")
-    page_size(ctx, backend, where="_handle_attention_backend_compatibility", trtllm=True,
-              mha_pages=t.trtllm_mha_pages)
-    _auto_paths(ctx, t, attn_dp)
-    custom_all_reduce(ctx, "disable_custom_all_reduce")
+    return backend
 
 
 def _range(first: str, label: str, terms: Terms) -> Range:

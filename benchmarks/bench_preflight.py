@@ -99,6 +99,7 @@ def main() -> int:
     opts = ap.parse_args(argv)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "sglwrap")], check=False,
                    capture_output=True)
+    load_before = [round(x, 2) for x in os.getloadavg()]
     first = once(with_port(rest, 30000))
     once(with_port(rest, 30001))  # a cold run fills caches; the warm runs below change --port each time
     warm, bare = [], []
@@ -111,6 +112,7 @@ def main() -> int:
     installed = isinstance(sglang, dict) and sglang.get("source") == "installed"
     out = {
         "python": sys.executable,
+        "load_avg_1_5_15": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
         "args": rest,
         "argv_changes": "--port differs on every run",
         "sglang": sglang,

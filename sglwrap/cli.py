@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from collections.abc import Callable, Sequence
@@ -29,12 +30,20 @@ class _Parser(argparse.ArgumentParser):
 
 def _load(verb: str) -> ModuleType | None:
     module, _help = COMMANDS[verb]
+    collecting = gc.isenabled()
+    # Importing a command's modules builds thousands of long-lived objects (classes, tables) and little garbage: the
+    # collector would walk them again and again for nothing. Pause it, then freeze what was built (never walked again).
+    gc.disable()
     try:
         return importlib.import_module(f"sglwrap.commands.{module}")
     except ModuleNotFoundError as e:
         if e.name == f"sglwrap.commands.{module}":
             return None  # verb not built yet
         raise
+    finally:
+        if collecting:
+            gc.freeze()
+            gc.enable()
 
 
 def build_parser(verbs: Sequence[str] | None = None) -> argparse.ArgumentParser:

@@ -8,7 +8,6 @@ Sources: shared research-preflight §5.4 and §6 (NCCL 2.30.7 source, SGLang 0.5
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -167,6 +166,8 @@ class EnvValueError(ValueError):
 def suggest(name: str, known: list[str] | None = None) -> str | None:
     """The closest known variable name to ``name``, for a "did you mean" hint."""
     pool = known if known is not None else list(REGISTRY)
+    import difflib
+
     close = difflib.get_close_matches(name, pool, n=1, cutoff=0.75)
     return close[0] if close else None
 

@@ -8,7 +8,6 @@ binary's ``realpath`` cannot tell them apart; what differs is the prefix (``sys.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -25,7 +24,12 @@ def interpreter_id(python: str) -> str:
     """A key naming the environment ``python`` runs in: its venv's resolved prefix, else the resolved binary."""
     if python == sys.executable:
         return running_id()
-    found = python if os.sep in python else (shutil.which(python) or python)
+    if os.sep in python:
+        found = python
+    else:
+        import shutil
+
+        found = shutil.which(python) or python
     venv = _venv_of(Path(os.path.abspath(found)))
     if venv is not None:
         return os.path.realpath(venv)

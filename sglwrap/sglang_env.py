@@ -6,7 +6,6 @@ SGLang 0.5.23 ``srt/environ.py:143-158``), but an unknown name is silently ignor
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,8 @@ def check(path: Path, name: str, value: Any) -> str:
         return _scalar(path, name, value)
     spec = env.get(name)
     if spec is None:
+        import difflib
+
         close = difflib.get_close_matches(name, [n for n in env if n.startswith("SGLANG_")], n=1, cutoff=0.75)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ProfileError(f"{path}: key 'env.{name}': SGLang {version} has no such variable (it would be "

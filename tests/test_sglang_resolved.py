@@ -470,6 +470,34 @@ def test_every_range_has_a_hand_computed_case_above() -> None:
     assert {rg.first for rg in ALL_RANGES} == HAND_CASE_RANGES
 
 
+def test_each_era_holds_the_ranges_between_its_first_release_and_the_next_eras() -> None:
+    # rule_range imports only the era a version falls in: that is right only while the eras partition the ranges
+    from packaging.version import Version
+
+    from sglwrap.sglang.rules import ERAS, OLDEST, era_ranges
+
+    firsts = [Version(first) for first, _ in ERAS]
+    assert firsts == sorted(firsts) and OLDEST == ERAS[0][0]
+    for i, (first, era) in enumerate(ERAS):
+        ranges = era_ranges(era)
+        assert ranges[0].first == first
+        starts = [Version(rg.first) for rg in ranges]
+        assert starts == sorted(starts)
+        if i + 1 < len(ERAS):
+            assert starts[-1] < firsts[i + 1]
+    assert [rg.first for rg in ALL_RANGES] == [rg.first for _, era in ERAS for rg in era_ranges(era)]
+
+
+def test_a_05x_release_imports_no_older_era() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from sglwrap.sglang.resolved import rule_range; rule_range('0.5.23'); "
+            "print(sorted(m for m in sys.modules if m.startswith('sglwrap.sglang.rules.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "rules.terms" in out and "rules.legacy" not in out and "rules.bucket_reserve" not in out
+
+
 @pytest.mark.parametrize(("version", "first"), [
     ("0.3.0", "0.2.15"), ("0.3.5", "0.2.15"), ("0.4.1", "0.4.1"), ("0.4.3", "0.4.1"), ("0.4.8", "0.4.7.post1"), ("0.4.7.post1", "0.4.7.post1"), ("0.4.9.post6", "0.4.9.post3"), ("0.5.1", "0.4.10"),
     ("0.5.11", "0.5.11"), ("0.5.16", "0.5.15"), ("0.5.21", "0.5.20"), ("0.5.24", "0.5.23"), ("0.5.9rc1", "0.5.9"),

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import struct
-import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -234,6 +233,8 @@ def _nvcc_release(nvcc: str) -> str | None:
 
 
 def _nvcc_version_output(nvcc: str) -> str | None:
+    import subprocess
+
     try:
         proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):

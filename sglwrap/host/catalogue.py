@@ -212,7 +212,13 @@ _CAT: tuple[CatalogueGpu, ...] = (
 )
 
 # GPUs sglwrap's checks do not cover: --assume says so in one line instead of passing them silently.
-_UNSUPPORTED = re.compile(r"^(MI\d+[A-Z]*|RX-?\d+.*|RADEON.*|INSTINCT.*|GAUDI.*|ARC-.*|MAX-\d+)$", re.I)
+_UNSUPPORTED = r"^(MI\d+[A-Z]*|RX-?\d+.*|RADEON.*|INSTINCT.*|GAUDI.*|ARC-.*|MAX-\d+)$"  # compiled when a name is unknown
+
+
+def _unsupported(name: str) -> bool:
+    """Whether ``name`` is a GPU family SGLang on CUDA cannot use (AMD, Intel, Gaudi)."""
+    return re.match(_UNSUPPORTED, name, re.I) is not None
+
 
 CATALOGUE: dict[str, CatalogueGpu] = {g.key.upper(): g for g in _CAT}
 # Short names people write: "A100" is the 80 GB SXM part unless the memory is given.
@@ -301,7 +307,7 @@ def _lookup(spec: str, name: str) -> CatalogueGpu:
     gpu = find_gpu(name)
     if gpu is not None:
         return gpu
-    if _UNSUPPORTED.match(name):
+    if _unsupported(name):
         raise UsageError(f"--assume {spec!r}: {name} is not an NVIDIA GPU; AMD/ROCm and other accelerators are not "
                          "supported by sglwrap's checks (they would pass without being checked)")
     raise UsageError(f"--assume {spec!r}: unknown GPU {name!r}.{_did_you_mean(name)} Known GPUs: "
@@ -360,7 +366,7 @@ def resolve_assume(spec: str) -> HostFacts:
         bare = find_gpu(spec.strip())
         if bare is not None:
             raise UsageError(f"--assume {spec!r}: how many? Give the GPU count too, e.g. 8x{bare.key}")
-        if _UNSUPPORTED.match(spec.strip()):
+        if _unsupported(spec.strip()):
             _lookup(spec, spec.strip())
         raise UsageError(
             f"--assume {spec!r}: expected <count>x<GPU> (e.g. 8xRTX-PRO-6000, 2xH200, 1xRTX-5090+1xRTX-3090) or the "

@@ -146,8 +146,8 @@ _IMPORT_NAMES = {"flashinfer": "flashinfer-python", "sgl-kernel-python": "sgl-ke
                  "flashinfer-python-cubin": "flashinfer-cubin", "pynvml": "nvidia-ml-py", "cupy": "cupy-cuda12x"}
 _HOST_VALUES = {"iommu": ("translated", "passthrough", "off"), "acs": ("redirect", "clear"),
                 "nvidia-caps": ("yes", "no")}
-_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_VER_RE = re.compile(r"^\d+(\.\d+)*([a-z0-9.+_-]*)$", re.I)
+_KEY_RE = r"^[a-z0-9][a-z0-9._-]*$"  # both compiled (re's own cache) when --assume-stack is given
+_VER_RE = r"^\d+(\.\d+)*([a-z0-9.+_-]*)$"
 
 
 def assumed_sglang_version(assume_stack: str | None) -> str | None:
@@ -164,7 +164,7 @@ def parse_assume_stack(text: str) -> dict[str, str]:
         name, sep, value = item.partition("=")
         key = name.strip().lower().replace("_", "-")
         value = value.strip()
-        if not sep or not _KEY_RE.match(key) or not value:
+        if not sep or not re.match(_KEY_RE, key) or not value:
             raise UsageError(f"--assume-stack {item!r}: expected NAME=VERSION, e.g. torch=2.9.1+cu128 or driver=580.95.05")
         _check_key(key)
         if key in ARCH_KEYS:
@@ -179,7 +179,7 @@ def parse_assume_stack(text: str) -> dict[str, str]:
             value = value.lower()
         elif value.lower() == "none" and key in KNOWN_PACKAGES and key != "sglang":
             value = "none"  # known to be absent (an image without FlashInfer)
-        elif not _VER_RE.match(value) or not _pep440(value):
+        elif not re.match(_VER_RE, value, re.I) or not _pep440(value):
             raise UsageError(f"--assume-stack {key}={value!r}: not a version (expected digits and dots, e.g. "
                              "2.9.1, 2.9.1+cu128, 580.95.05; or 'none' for a package that is not installed)")
         if key in out and out[key] != value:

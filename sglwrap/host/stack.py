@@ -12,7 +12,6 @@ import glob
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -151,6 +150,8 @@ def _probe_env(environ: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def _run(argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None) -> tuple[int, str]:
+    import subprocess
+
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:

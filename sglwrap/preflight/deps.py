@@ -183,7 +183,7 @@ def check_python_deps(ctx: Context) -> Verdict:
         tdir = dirs.get("transformers")
         known = transformers_model_types(Path(tdir)) if tdir else frozenset()
         sdir = dirs.get("sglang")
-        if known and sdir:
+        if known and sdir and mf.config.get("model_type") not in known:  # SGLang's own types only matter then
             known = known | sglang_model_types(Path(sdir))
         st, why, f = config_verdict(mf.config, versions.get("transformers"), known,
                                     bool(ctx.args.get("trust_remote_code")))

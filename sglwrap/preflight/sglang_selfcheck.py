@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -203,6 +202,8 @@ def keep(path: Path, stamps: list[list[Any]], result: Mapping[str, Any]) -> None
 def run_child(python: str, spec: Mapping[str, Any], env: Mapping[str, str],
               timeout: float = SELFCHECK_TIMEOUT_S) -> dict[str, Any]:
     """Run the child under ``python``; its result dict (``ok``, ``kind``, ``message``, ``where``, ``sglang``)."""
+    import subprocess
+
     t0 = time.monotonic()
     try:
         proc = subprocess.run([python, "-c", _CHILD, json.dumps(spec)], capture_output=True, text=True,

@@ -41,9 +41,13 @@ class _Parser(argparse.ArgumentParser):
         raise _ParseError(message)
 
     def _get_formatter(self) -> argparse.HelpFormatter:
-        # argparse builds a formatter for every add_argument (a metavar check); a fixed width spares the terminal
-        # size query each one makes (about 10 ms over SGLang's 500+ options). This parser never prints help.
-        return argparse.HelpFormatter(self.prog, width=100)
+        # argparse asks for a formatter on every add_argument, only to check the metavar (which leaves it as it was).
+        # This parser never prints help, so one formatter of a fixed width serves all of SGLang's 500+ options: no
+        # terminal size query (about 10 ms) and no new formatter (about 2 ms) per option.
+        formatter: argparse.HelpFormatter | None = self.__dict__.get("_metavar_formatter")
+        if formatter is None:
+            formatter = self._metavar_formatter = argparse.HelpFormatter(self.prog, width=100)
+        return formatter
 
 
 def _human_readable_int(value: str) -> int:

@@ -7,7 +7,6 @@ interpreter (package metadata, never an import) → the newest release whose dat
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -64,6 +63,8 @@ def installed_version_text(python: str) -> str | None:
     if key == running_id():
         found: str | None = installed_version("sglang", sys.path)
     else:
+        import subprocess
+
         code = "import importlib.metadata as m\ntry: print(m.version('sglang'))\nexcept Exception: print('')"
         try:
             out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=30, check=False)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from sglwrap.versions import InvalidVersion, Version
 
-from sglwrap.sglang.rules import ALL_RANGES
+from sglwrap.sglang.rules import ERAS, OLDEST, era_ranges
 from sglwrap.sglang.rules._base import Ctx, GpuInfo, ModelTraits, Range
 
 __all__ = ["GpuInfo", "MemoryDefaults", "ModelTraits", "ResolvedServerArgs", "UnsupportedSGLangVersion",
@@ -47,7 +47,6 @@ class UnsupportedSGLangVersion(ValueError):
     """The version is older than the oldest release whose rules are coded, or not a version at all."""
 
 
-OLDEST = ALL_RANGES[0].first
 # Releases whose sources were read (~/.cache/sglwrap/releases/src) or whose ServerArgs was run against the rules
 # (tests/fixtures/sglang_defaults, python -m sglwrap.sglang.check_defaults); others take the rules of their range.
 READ_RELEASES = frozenset({"0.2.15", "0.3.0", "0.3.3", "0.3.6", "0.4.0", "0.4.1", "0.4.2", "0.4.3", "0.4.4", "0.4.5",
@@ -77,8 +76,13 @@ def rule_range(version: str) -> Range:
     # post releases carried backports (0.4.6.post2 the big-GPU fraction, 0.4.7.post1 the bucket reserve, 0.4.9.post3
     # the ViT-size VLM factor): a range may start at one, and 0.4.6.post5 sorts after it
     key = Version(f"{v.base_version}.post{v.post}") if v.post is not None else base
-    chosen = ALL_RANGES[0]
-    for r in ALL_RANGES:
+    era = ERAS[0][1]
+    for first, name in ERAS:  # only the era's module is imported: the ranges of the others cannot apply
+        if Version(first) <= key:
+            era = name
+    ranges = era_ranges(era)
+    chosen = ranges[0]
+    for r in ranges:
         if Version(r.first) <= key:
             chosen = r
     return chosen

@@ -115,18 +115,20 @@ def _supervise(plan: L.LaunchPlan, env: dict[str, str], endpoint: Endpoint, envi
     return supervise.exit_like(supervise.supervise(plan.argv, env, config, environ=environ))
 
 
-_TABLE_CACHE: dict[str | None, tuple[TargetRelease, FlagTable]] = {}
+_TABLE_CACHE: dict[tuple[str, str | None], tuple[TargetRelease, FlagTable]] = {}
 
 
 def _table(assume_stack: str | None) -> tuple[TargetRelease, FlagTable]:
-    """The release the launch is for and its flag table (resolved once per process)."""
+    """The release the launch is for and its flag table (resolved once per process for one target interpreter:
+    SGLWRAP_PYTHON may point elsewhere on the next call)."""
     from sglwrap.host.probe import assumed_sglang_version
 
     version = assumed_sglang_version(assume_stack)
-    if version not in _TABLE_CACHE:
-        release = target_release(target_python(), version)
-        _TABLE_CACHE[version] = (release, table_for(release))
-    return _TABLE_CACHE[version]
+    key = (target_python(), version)
+    if key not in _TABLE_CACHE:
+        release = target_release(key[0], version)
+        _TABLE_CACHE[key] = (release, table_for(release))
+    return _TABLE_CACHE[key]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -86,7 +86,7 @@ def package_versions(python: str | None = None, names: Iterable[str] = PACKAGES,
         return cached
     except (OSError, ValueError):
         pass
-    out = installed_versions(wanted, paths)
+    out = dict(sorted(installed_versions(wanted, paths).items()))  # the order a cached read gives
     _write_atomic(cache, json.dumps(out, sort_keys=True))
     return out
 

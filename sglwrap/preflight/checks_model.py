@@ -48,11 +48,9 @@ def _load(model_path: str) -> ModelFacts | str:
 
 
 def model_facts(ctx: Context) -> ModelFacts | str:
-    """The model's facts, or why there are none (no --model-path, no config.json found)."""
-    mp = ctx.args.model_path
-    if not mp:
-        return "no --model-path given"
-    return _load(mp)
+    """The model's facts, or why there are none (no --model-path, no config.json found): read once by
+    ``run_preflight`` before the checks."""
+    return ctx.model
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
@@ -284,7 +282,7 @@ def check_model_arch(ctx: Context) -> Verdict:
     cid = "model-arch"
     mf = model_facts(ctx)
     if isinstance(mf, str):
-        missing = missing_local_model(ctx.args.model_path) if ctx.args.model_path else None
+        missing = ctx.model_missing
         if missing is None:
             return Verdict(cid, Status.SKIP, mf)
         fix = "give the directory that holds the model's config.json and weights, or a Hugging Face repo id"
@@ -644,7 +642,7 @@ def draft_verdict(ctx: Context, algo: str, draft: str) -> Verdict:
     """A draft model whose config.json can be found must be an architecture the release registers (EAGLE drafts
     are classes of their own, e.g. ``LlamaForCausalLMEagle3``); otherwise the draft path is taken on trust."""
     cid = "speculative"
-    df = _load(draft)
+    df = ctx.draft if ctx.draft is not None else "no --speculative-draft-model-path given"
     if isinstance(df, str):
         return Verdict(cid, Status.PASS, f"{algo} with draft {draft} (its config.json is not here to check)")
     version = target_version(ctx)

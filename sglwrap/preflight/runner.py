@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.host.facts import HostFacts
-from sglwrap.host.stackview import stack_view
+from sglwrap.host.stackview import StackView, stack_view
 from sglwrap.preflight.checks_comm import (
     check_custom_allreduce,
     check_profile_fit,
@@ -41,6 +41,7 @@ from sglwrap.preflight.model import Context, FeatureChange, Status, Verdict
 from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for, parse_cmdline
 
 if TYPE_CHECKING:
+    from sglwrap.memory.facts import ModelFacts
     from sglwrap.profiles import Profile
     from sglwrap.sglang.flags import FlagTable
 
@@ -155,8 +156,8 @@ def run_preflight(
         cmd = parse_cmdline(sglang_args, flags)
     else:
         cmd = cmdline_for(sglang_args, stack.sglang)
-    ctx = Context(facts=facts, stack=stack, args=cmd, profile=profile,
-                  flags=flags, environ=dict(environ or {}), force=force, deep=deep)
+    ctx = launch_context(facts, stack, cmd, profile=profile, flags=flags, environ=dict(environ or {}),
+                         force=force, deep=deep)
     verdicts = tuple(check(ctx) for check in checks)
     changes = tuple(c for v in verdicts if v.status is Status.DOWNGRADE for c in v.changes)
     if any(v.status is Status.BLOCK for v in verdicts):
@@ -172,6 +173,33 @@ def run_preflight(
 
     return PreflightResult(verdict=verdict, checks=verdicts, profile=profile, facts=facts, changes=changes,
                            sglang_defaults=sglang_defaults(cmd, facts, stack.sglang))
+
+
+def launch_context(facts: HostFacts, stack: StackView, cmd: SglangCmdline, *, profile: Profile | None,
+                   flags: FlagTable | None, environ: dict[str, str], force: bool, deep: bool) -> Context:
+    """The checks' one input, with this launch's facts gathered once: the model's (and draft's) config.json, whether
+    a local --model-path is missing, sglwrap's own environment, the SGLang release installed for the target
+    interpreter, the knowledge base, the memory plan, this machine's host readings. Every read of disk or environment the checks need happens here, before any check runs."""
+    import os
+
+    from sglwrap.preflight.checks_model import _load, missing_local_model
+    from sglwrap.sglang.release import installed_version_text, target_python
+
+    mp = cmd.model_path
+    model: ModelFacts | str = _load(mp) if mp else "no --model-path given"
+    missing = missing_local_model(mp) if mp and isinstance(model, str) else None
+    draft_path = cmd.get("speculative_draft_model_path")
+    draft = _load(str(draft_path)) if draft_path else None
+    from sglwrap.preflight import checks_compat
+    from sglwrap.preflight.checks_memory import plan_memory
+
+    ctx = Context(facts=facts, stack=stack, args=cmd, profile=profile, flags=flags, environ=environ, force=force,
+                  deep=deep, model=model, model_missing=missing, draft=draft, process_environ=dict(os.environ),
+                  installed_sglang=installed_version_text(target_python(environ)),
+                  knowledge=tuple(checks_compat.entries()), knowledge_left_out=tuple(checks_compat.left_out()))
+    from sglwrap.preflight.checks_hostenv import gather_hostenv
+
+    return dataclasses.replace(ctx, memory_plan=plan_memory(ctx), hostenv=gather_hostenv(ctx))
 
 
 def apply_change(profile: Profile, change: FeatureChange) -> Profile:

@@ -6,6 +6,7 @@ themselves are listed in IMPURE with the reason; the list may only shrink."""
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import io
 import os
 import shutil
@@ -31,6 +32,13 @@ MODEL = REPO / "sglwrap" / "data" / "models" / "Llama-3.1-8B"
 IMPURE: dict[str, str] = {
     "check_python_deps": "installed package metadata, sglang/transformers sources and their disk memos "
                          "(sglwrap.preflight.installed) are read by the check",
+    "check_model_arch": "on a miss of the installed target release, which Transformers classes the installed "
+                        "transformers has (installed_dirs, transformers_classes: ast of its sources, disk memo)",
+    "check_model_quant": "the installed target release's quantization registry (quantization_registry: ast of "
+                         "srt/layers/quantization/__init__.py)",
+    "check_speculative": "the architectures the installed target release drafts from the checkpoint "
+                         "(release_draft_archs: its srt/configs/model_config.py, else unpacked release sources "
+                         "under the cache directory)",
     "check_sglang_selfcheck": "keeps its verdict under $XDG_CACHE_HOME/sglwrap/selfcheck (release file stamps, "
                               "read and write) and starts a child of the target interpreter",
 }
@@ -45,7 +53,18 @@ READERS = [("sglwrap.memory.facts", "read_model_facts"), ("sglwrap.memory.model"
            ("sglwrap.memory.model", "load_shape"), ("sglwrap.memory", "plan"),
            ("sglwrap.preflight.checks_compat", "entries"), ("sglwrap.preflight.checks_compat", "left_out"),
            ("sglwrap.compat.kb", "load"), ("sglwrap.sglang.release", "installed_version_text"),
-           ("sglwrap.preflight.checks_model", "missing_local_model")]
+           ("sglwrap.preflight.checks_model", "missing_local_model"),
+           ("sglwrap.preflight.checks_model", "bundled_release"),
+           ("sglwrap.preflight.checks_model", "bundled_release_data"),
+           ("sglwrap.preflight.checks_model", "installed_package_dir"),
+           ("sglwrap.preflight.checks_model", "entry_classes"),
+           ("sglwrap.preflight.checks_model", "quantization_registry"),
+           ("sglwrap.preflight.installed", "environment"), ("sglwrap.preflight.installed", "installed_dirs"),
+           ("sglwrap.preflight.installed", "transformers_classes"),
+           ("sglwrap.preflight.installed", "transformers_model_types"),
+           ("sglwrap.preflight.installed", "sglang_model_types"),
+           ("sglwrap.preflight.checks_hostenv", "port_in_use"), ("sglwrap.preflight.checks_hostenv", "mem_available"),
+           ("sglwrap.fsutil", "cache_dir"), ("sglwrap.diskmemo", "disk_memo")]
 
 
 @contextmanager
@@ -72,7 +91,8 @@ def no_io(monkeypatch: pytest.MonkeyPatch, seen: list[str]) -> Iterator[None]:
         yield
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, argv: list[str], hw: str = "8xH200") -> dict[str, list[str]]:
+def _run(monkeypatch: pytest.MonkeyPatch, argv: list[str], hw: str = "8xH200",
+         live: bool = False) -> dict[str, list[str]]:
     """run_preflight with every check not in IMPURE run under no_io; what each check touched, by check."""
     touched: dict[str, list[str]] = {}
 
@@ -94,19 +114,28 @@ def _run(monkeypatch: pytest.MonkeyPatch, argv: list[str], hw: str = "8xH200") -
         return run
 
     # the checks run for real once (their verdicts are the same as with the guards off), then guarded
-    plain = runner.run_preflight(resolve_assume(hw), load_profile("baseline", {}), argv,
+    facts = resolve_assume(hw)
+    if live:  # the facts say "this machine": the host checks read it (through the facts stage)
+        facts = dataclasses.replace(facts, source="nvml")
+    plain = runner.run_preflight(facts, load_profile("baseline", {}), argv,
                                  flags=bundled_table("0.5.23"), environ={"NCCL_DEBUG": "WARN"})
-    guarded_run = runner.run_preflight(resolve_assume(hw), load_profile("baseline", {}), argv,
+    guarded_run = runner.run_preflight(facts, load_profile("baseline", {}), argv,
                                        flags=bundled_table("0.5.23"), environ={"NCCL_DEBUG": "WARN"},
                                        checks=[guarded(c) for c in runner.CHECKS])
     assert [v.to_dict() for v in guarded_run.checks] == [v.to_dict() for v in plain.checks]
     return touched
 
 
-def _fresh_model(tmp_path: Path) -> str:
-    """A model directory no cache has seen (a warm per-process cache would hide a check's own read)."""
+def _fresh_model(tmp_path: Path, name: str = "Llama-3.1-8B", **config: Any) -> str:
+    """A model directory no cache has seen (a warm per-process cache would hide a check's own read), its
+    config.json changed by ``config``."""
+    import json
+
     model = tmp_path / "m"
-    shutil.copytree(MODEL, model)
+    shutil.copytree(MODEL.parent / name, model)
+    if config:
+        cfg = json.loads((model / "config.json").read_text())
+        (model / "config.json").write_text(json.dumps({**cfg, **config}))
     return str(model)
 
 
@@ -123,6 +152,31 @@ def test_checks_read_only_the_context(monkeypatch: pytest.MonkeyPatch, tmp_path:
     model = _fresh_model(tmp_path)
     argv = ["--model-path", model, *[_fresh_model(tmp_path / "d") if a == "DRAFT" else a for a in extra]]
     assert _run(monkeypatch, argv) == {}
+
+
+@pytest.mark.parametrize(("name", "config", "extra"), [
+    pytest.param("Llama-3.1-8B", {"architectures": ["NoSuchForCausalLM"]}, ["--tp-size", "2"], id="unknown-arch"),
+    pytest.param("Llama-3.1-8B", {"model_type": "no_such_type"}, ["--tp-size", "2"], id="unknown-model-type"),
+    pytest.param("Qwen3-30B-A3B-FP8", {}, ["--tp-size", "4", "--ep-size", "4"], id="fp8-moe"),
+    pytest.param("DeepSeek-V3", {}, ["--tp-size", "8", "--speculative-algorithm", "NEXTN"], id="mtp-from-checkpoint"),
+    pytest.param("Llama-3.1-8B", {}, ["--tp-size", "2", "--speculative-algorithm", "EAGLE"], id="eagle-no-draft"),
+    pytest.param("Llama-3.1-8B", {}, ["--tp-size", "2", "--quantization", "awq"], id="quant-flag"),
+])
+def test_model_checks_read_only_the_context(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str,
+                                            config: dict[str, Any], extra: list[str]) -> None:
+    assert _run(monkeypatch, ["--model-path", _fresh_model(tmp_path, name, **config), *extra]) == {}
+
+
+@pytest.mark.parametrize("extra", [
+    pytest.param([], id="defaults"),
+    pytest.param(["--enable-hierarchical-cache", "--hicache-size", "8", "--nnodes", "2", "--node-rank", "0",
+                  "--dist-init-addr", "10.0.0.1:5000", "--nccl-port", "29513"], id="hicache-multinode"),
+])
+def test_host_checks_on_this_machine_read_only_the_context(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                           extra: list[str]) -> None:
+    touched = _run(monkeypatch, ["--model-path", _fresh_model(tmp_path), "--tp-size", "2", *extra], hw="2xH200",
+                   live=True)
+    assert touched == {}
 
 
 @pytest.mark.parametrize("argv", [

@@ -170,13 +170,11 @@ def installed_package_dir(python: str, dist: str = "sglang") -> Path | None:
 
 
 def _installed_pkg(ctx: Context, version: str) -> Path | None:
-    from sglwrap.sglang.release import target_python
-
-    from sglwrap.preflight.installed import installed_sglang
-
-    if installed_sglang(ctx) != version:
+    """The installed SGLang package directory when release ``version`` is the installed one (read before the
+    checks, ``Context.sglang_package``)."""
+    if ctx.installed_sglang != version:
         return None
-    return installed_package_dir(target_python(ctx.environ))
+    return ctx.sglang_package
 
 
 def release_architectures(ctx: Context, version: str) -> tuple[frozenset[str], str] | None:

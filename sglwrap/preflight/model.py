@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.host.facts import HostFacts
@@ -86,6 +87,7 @@ class Context:
     draft: ModelFacts | str | None = None  # --speculative-draft-model-path's config.json, or why not; None: no draft
     process_environ: Mapping[str, str] = field(default_factory=dict)  # sglwrap's own environment, read once
     installed_sglang: str | None = None  # the SGLang version installed for the target interpreter (metadata)
+    sglang_package: Path | None = None  # that installation's package directory (``.../site-packages/sglang``)
     knowledge: tuple[Any, ...] = ()  # the knowledge base's entries (compat.kb.Entry, a layer above), loaded once
     knowledge_left_out: tuple[str, ...] = ()  # schema problems of the entries the knowledge base left out
     hostenv: HostEnv | None = None  # this machine's /dev/shm, mounts, ports, rlimits, RAM, disk (live facts only)

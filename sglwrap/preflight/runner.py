@@ -182,9 +182,11 @@ def launch_context(facts: HostFacts, stack: StackView, cmd: SglangCmdline, *, pr
     interpreter, the knowledge base, the memory plan, this machine's host readings. Every read of disk or environment the checks need happens here, before any check runs."""
     import os
 
-    from sglwrap.preflight.checks_model import _load, missing_local_model
+    from sglwrap.preflight.checks_model import _load, installed_package_dir, missing_local_model
     from sglwrap.sglang.release import installed_version_text, target_python
 
+    python = target_python(environ)
+    installed = installed_version_text(python)
     mp = cmd.model_path
     model: ModelFacts | str = _load(mp) if mp else "no --model-path given"
     missing = missing_local_model(mp) if mp and isinstance(model, str) else None
@@ -195,7 +197,7 @@ def launch_context(facts: HostFacts, stack: StackView, cmd: SglangCmdline, *, pr
 
     ctx = Context(facts=facts, stack=stack, args=cmd, profile=profile, flags=flags, environ=environ, force=force,
                   deep=deep, model=model, model_missing=missing, draft=draft, process_environ=dict(os.environ),
-                  installed_sglang=installed_version_text(target_python(environ)),
+                  installed_sglang=installed, sglang_package=installed_package_dir(python) if installed else None,
                   knowledge=tuple(checks_compat.entries()), knowledge_left_out=tuple(checks_compat.left_out()))
     from sglwrap.preflight.checks_hostenv import gather_hostenv
 

@@ -30,15 +30,6 @@ MODEL = REPO / "sglwrap" / "data" / "models" / "Llama-3.1-8B"
 
 # check function -> why it still reads something itself (docs/preflight.md, "Facts once, checks pure")
 IMPURE: dict[str, str] = {
-    "check_python_deps": "installed package metadata, sglang/transformers sources and their disk memos "
-                         "(sglwrap.preflight.installed) are read by the check",
-    "check_model_arch": "on a miss of the installed target release, which Transformers classes the installed "
-                        "transformers has (installed_dirs, transformers_classes: ast of its sources, disk memo)",
-    "check_model_quant": "the installed target release's quantization registry (quantization_registry: ast of "
-                         "srt/layers/quantization/__init__.py)",
-    "check_speculative": "the architectures the installed target release drafts from the checkpoint "
-                         "(release_draft_archs: its srt/configs/model_config.py, else unpacked release sources "
-                         "under the cache directory)",
     "check_sglang_selfcheck": "keeps its verdict under $XDG_CACHE_HOME/sglwrap/selfcheck (release file stamps, "
                               "read and write) and starts a child of the target interpreter",
 }
@@ -59,11 +50,17 @@ READERS = [("sglwrap.memory.facts", "read_model_facts"), ("sglwrap.memory.model"
            ("sglwrap.preflight.checks_model", "installed_package_dir"),
            ("sglwrap.preflight.checks_model", "entry_classes"),
            ("sglwrap.preflight.checks_model", "quantization_registry"),
+           ("sglwrap.preflight.checks_model", "release_draft_archs"),
+           ("sglwrap.preflight.checks_model", "release_architectures"),
+           ("sglwrap.preflight.checks_model", "architectures_catalogue"),
+           ("sglwrap.preflight.checks_model", "draft_archs_of"),
            ("sglwrap.preflight.installed", "environment"), ("sglwrap.preflight.installed", "installed_dirs"),
            ("sglwrap.preflight.installed", "transformers_classes"),
            ("sglwrap.preflight.installed", "transformers_model_types"),
            ("sglwrap.preflight.installed", "sglang_model_types"),
            ("sglwrap.preflight.checks_hostenv", "port_in_use"), ("sglwrap.preflight.checks_hostenv", "mem_available"),
+           ("sglwrap.preflight.deps", "_unmet"), ("sglwrap.preflight.deps", "environment"),
+           ("sglwrap.preflight.deps", "transformers_model_types"), ("sglwrap.preflight.deps", "sglang_model_types"),
            ("sglwrap.fsutil", "cache_dir"), ("sglwrap.diskmemo", "disk_memo")]
 
 
@@ -92,7 +89,7 @@ def no_io(monkeypatch: pytest.MonkeyPatch, seen: list[str]) -> Iterator[None]:
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, argv: list[str], hw: str = "8xH200",
-         live: bool = False) -> dict[str, list[str]]:
+         live: bool = False, release: str | None = None) -> dict[str, list[str]]:
     """run_preflight with every check not in IMPURE run under no_io; what each check touched, by check."""
     touched: dict[str, list[str]] = {}
 
@@ -115,12 +112,18 @@ def _run(monkeypatch: pytest.MonkeyPatch, argv: list[str], hw: str = "8xH200",
 
     # the checks run for real once (their verdicts are the same as with the guards off), then guarded
     facts = resolve_assume(hw)
+    if release is not None:  # plan for another release than the installed one: the bundled data answers
+        import sys
+
+        from sglwrap.host.probe import gather_facts
+
+        facts = gather_facts(hw, f"sglang={release}", python=sys.executable, environ={})
     if live:  # the facts say "this machine": the host checks read it (through the facts stage)
         facts = dataclasses.replace(facts, source="nvml")
     plain = runner.run_preflight(facts, load_profile("baseline", {}), argv,
-                                 flags=bundled_table("0.5.23"), environ={"NCCL_DEBUG": "WARN"})
+                                 flags=bundled_table(release or "0.5.23"), environ={"NCCL_DEBUG": "WARN"})
     guarded_run = runner.run_preflight(facts, load_profile("baseline", {}), argv,
-                                       flags=bundled_table("0.5.23"), environ={"NCCL_DEBUG": "WARN"},
+                                       flags=bundled_table(release or "0.5.23"), environ={"NCCL_DEBUG": "WARN"},
                                        checks=[guarded(c) for c in runner.CHECKS])
     assert [v.to_dict() for v in guarded_run.checks] == [v.to_dict() for v in plain.checks]
     return touched
@@ -162,9 +165,11 @@ def test_checks_read_only_the_context(monkeypatch: pytest.MonkeyPatch, tmp_path:
     pytest.param("Llama-3.1-8B", {}, ["--tp-size", "2", "--speculative-algorithm", "EAGLE"], id="eagle-no-draft"),
     pytest.param("Llama-3.1-8B", {}, ["--tp-size", "2", "--quantization", "awq"], id="quant-flag"),
 ])
+@pytest.mark.parametrize("release", [None, "0.5.20", "0.4.10"], ids=["installed", "0.5.20", "0.4.10"])
 def test_model_checks_read_only_the_context(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str,
-                                            config: dict[str, Any], extra: list[str]) -> None:
-    assert _run(monkeypatch, ["--model-path", _fresh_model(tmp_path, name, **config), *extra]) == {}
+                                            config: dict[str, Any], extra: list[str], release: str | None) -> None:
+    argv = ["--model-path", _fresh_model(tmp_path, name, **config), *extra]
+    assert _run(monkeypatch, argv, release=release) == {}
 
 
 @pytest.mark.parametrize("extra", [

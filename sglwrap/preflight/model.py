@@ -91,6 +91,13 @@ class Context:
     knowledge: tuple[Any, ...] = ()  # the knowledge base's entries (compat.kb.Entry, a layer above), loaded once
     knowledge_left_out: tuple[str, ...] = ()  # schema problems of the entries the knowledge base left out
     hostenv: HostEnv | None = None  # this machine's /dev/shm, mounts, ports, rlimits, RAM, disk (live facts only)
+    arch_registry: tuple[frozenset[str], str] | None = None  # architectures the target release registers, where read
+    arch_catalogue: Mapping[str, frozenset[str]] = field(default_factory=dict)  # every bundled release's, on a miss
+    transformers_has: bool | None = None  # the installed transformers has the missed class (None: unknown)
+    quant_registry: frozenset[str] = frozenset()  # quantization methods the installed target release registers
+    quant_listed: Any = None  # else the release data's quantization_methods list (None: none)
+    draft_archs: tuple[frozenset[str], str] | None = None  # architectures it drafts from the checkpoint, where read
+    installed_deps: Any = None  # deps.InstalledDeps (a layer above): metadata of the target's packages, or None
     memory_plan: Any = None  # the accountant's MemoryPlan, the SglwrapError it raised, or None: not planned
 
     def mode(self, feature: str) -> str:

@@ -179,7 +179,7 @@ def launch_context(facts: HostFacts, stack: StackView, cmd: SglangCmdline, *, pr
                    flags: FlagTable | None, environ: dict[str, str], force: bool, deep: bool) -> Context:
     """The checks' one input, with this launch's facts gathered once: the model's (and draft's) config.json, whether
     a local --model-path is missing, sglwrap's own environment, the SGLang release installed for the target
-    interpreter, the knowledge base, the memory plan, this machine's host readings. Every read of disk or environment the checks need happens here, before any check runs."""
+    interpreter and its packages' metadata, the knowledge base, the memory plan, this machine's host readings. Every read of disk or environment the checks need happens here, before any check runs."""
     import os
 
     from sglwrap.preflight.checks_model import _load, installed_package_dir, missing_local_model
@@ -200,8 +200,13 @@ def launch_context(facts: HostFacts, stack: StackView, cmd: SglangCmdline, *, pr
                   installed_sglang=installed, sglang_package=installed_package_dir(python) if installed else None,
                   knowledge=tuple(checks_compat.entries()), knowledge_left_out=tuple(checks_compat.left_out()))
     from sglwrap.preflight.checks_hostenv import gather_hostenv
+    from sglwrap.preflight.deps import gather_installed
 
-    return dataclasses.replace(ctx, memory_plan=plan_memory(ctx), hostenv=gather_hostenv(ctx))
+    from sglwrap.preflight.checks_model import gather_architectures, gather_release_registries
+
+    return dataclasses.replace(ctx, memory_plan=plan_memory(ctx), hostenv=gather_hostenv(ctx),
+                               installed_deps=gather_installed(ctx), **gather_release_registries(ctx),
+                               **gather_architectures(ctx))
 
 
 def apply_change(profile: Profile, change: FeatureChange) -> Profile:

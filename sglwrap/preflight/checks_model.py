@@ -41,12 +41,6 @@ BUNDLED_DRAFT_ARCHS = frozenset({
 _NEXTN_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
 
 
-def _load(model_path: str) -> ModelFacts | str:
-    from sglwrap.memory.facts import read_model_facts
-
-    return read_model_facts(model_path)
-
-
 def model_facts(ctx: Context) -> ModelFacts | str:
     """The model's facts, or why there are none (no --model-path, no config.json found): read once by
     ``run_preflight`` before the checks."""

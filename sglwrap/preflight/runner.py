@@ -143,7 +143,8 @@ def run_preflight(
     checks: Sequence[Callable[[Context], Verdict]] = CHECKS,
     deep: bool = False,
 ) -> PreflightResult:
-    """Every check against ``facts``; a pure function of its arguments (``environ`` defaults to empty).
+    """Every check against ``facts``: this launch's other facts are gathered once (``launch_context``), then each
+    check is a pure function of that Context (``environ``, the user's environment for the workers, defaults to empty).
 
     ``sglang_args`` is the parsed command line; a plain argv is parsed with ``flags`` (else the bundled data of
     the facts' SGLang release). ``deep``: also run SGLang's own checks in a child of the target interpreter
@@ -179,31 +180,33 @@ def launch_context(facts: HostFacts, stack: StackView, cmd: SglangCmdline, *, pr
                    flags: FlagTable | None, environ: dict[str, str], force: bool, deep: bool) -> Context:
     """The checks' one input, with this launch's facts gathered once: the model's (and draft's) config.json, whether
     a local --model-path is missing, sglwrap's own environment, the SGLang release installed for the target
-    interpreter and its packages' metadata, the knowledge base, the memory plan, this machine's host readings. Every read of disk or environment the checks need happens here, before any check runs."""
+    interpreter and its packages' metadata, what the target release registers, the knowledge base, the memory plan,
+    this machine's host readings. Every read of disk or environment the checks need happens here, before any check
+    runs (docs/preflight.md, "Facts once, checks pure")."""
     import os
 
-    from sglwrap.preflight.checks_model import _load, installed_package_dir, missing_local_model
+    from sglwrap.memory.facts import read_model_facts
+    from sglwrap.preflight import checks_compat
+    from sglwrap.preflight.checks_hostenv import gather_hostenv
+    from sglwrap.preflight.checks_memory import plan_memory
+    from sglwrap.preflight.checks_model import (gather_architectures, gather_release_registries,
+                                                installed_package_dir, missing_local_model)
+    from sglwrap.preflight.deps import gather_installed
     from sglwrap.sglang.release import installed_version_text, target_python
 
     python = target_python(environ)
     installed = installed_version_text(python)
     mp = cmd.model_path
-    model: ModelFacts | str = _load(mp) if mp else "no --model-path given"
+    model: ModelFacts | str = read_model_facts(mp) if mp else "no --model-path given"
     missing = missing_local_model(mp) if mp and isinstance(model, str) else None
     draft_path = cmd.get("speculative_draft_model_path")
-    draft = _load(str(draft_path)) if draft_path else None
-    from sglwrap.preflight import checks_compat
-    from sglwrap.preflight.checks_memory import plan_memory
-
+    draft = read_model_facts(str(draft_path)) if draft_path else None
     ctx = Context(facts=facts, stack=stack, args=cmd, profile=profile, flags=flags, environ=environ, force=force,
                   deep=deep, model=model, model_missing=missing, draft=draft, process_environ=dict(os.environ),
                   installed_sglang=installed, sglang_package=installed_package_dir(python) if installed else None,
                   knowledge=tuple(checks_compat.entries()), knowledge_left_out=tuple(checks_compat.left_out()))
-    from sglwrap.preflight.checks_hostenv import gather_hostenv
-    from sglwrap.preflight.deps import gather_installed
-
-    from sglwrap.preflight.checks_model import gather_architectures, gather_release_registries
-
+    # the facts below are derived from those above (the memory plan reads the profile's env, the registries the
+    # installed package)
     return dataclasses.replace(ctx, memory_plan=plan_memory(ctx), hostenv=gather_hostenv(ctx),
                                installed_deps=gather_installed(ctx), **gather_release_registries(ctx),
                                **gather_architectures(ctx))

@@ -164,11 +164,13 @@ def installed_package_dir(python: str, dist: str = "sglang") -> Path | None:
 
 
 def _installed_pkg(ctx: Context, version: str) -> Path | None:
-    """The installed SGLang package directory when release ``version`` is the installed one (read before the
-    checks, ``Context.sglang_package``)."""
+    """The installed SGLang package directory when release ``version`` is the installed one (package metadata: the
+    fact-gathering stage asks, on the paths that need it)."""
     if ctx.installed_sglang != version:
         return None
-    return ctx.sglang_package
+    from sglwrap.sglang.release import target_python
+
+    return installed_package_dir(target_python(ctx.environ))
 
 
 def release_architectures(ctx: Context, version: str) -> tuple[frozenset[str], str] | None:
@@ -322,7 +324,7 @@ def check_model_quant(ctx: Context) -> Verdict:
     if method is None:
         return Verdict(cid, Status.PASS, "unquantized checkpoint" + (f"; --quantization {user}" if user else ""))
     version = target_version(ctx)
-    pkg = _installed_pkg(ctx, version)
+    pkg = ctx.sglang_package if ctx.installed_sglang == version else None
     known = ctx.quant_registry if pkg is not None else frozenset()
     where = f"installed {pkg}/srt/layers/quantization" if known else ""
     sure = bool(known)
@@ -612,15 +614,16 @@ def gather_architectures(ctx: Context) -> dict[str, Any]:
 def gather_release_registries(ctx: Context) -> dict[str, Any]:
     """What the target release registers, read from its installed (or unpacked) sources before the checks, and
     only where a check will ask: its quantization methods for a quantized checkpoint (``model-quant``: the installed
-    package's registry, else the release data's list), the
-    architectures it drafts from the checkpoint for EAGLE/NEXTN/MTP without a draft model (``speculative``)."""
+    package's registry, else the release data's list), the architectures it drafts from the checkpoint for
+    EAGLE/NEXTN/MTP without a draft model (``speculative``)."""
     out: dict[str, Any] = {}
     mf = ctx.model
     if isinstance(mf, str):
         return out
     version = target_version(ctx)
-    pkg = _installed_pkg(ctx, version)
     if checkpoint_quant_method(mf.config) is not None:
+        pkg = _installed_pkg(ctx, version)
+        out["sglang_package"] = pkg
         registry = quantization_registry(pkg) if pkg is not None else frozenset()
         out["quant_registry"] = registry
         if not registry:  # the release's own list: its data, else the bundled data of that release

@@ -87,7 +87,7 @@ class Context:
     draft: ModelFacts | str | None = None  # --speculative-draft-model-path's config.json, or why not; None: no draft
     process_environ: Mapping[str, str] = field(default_factory=dict)  # sglwrap's own environment, read once
     installed_sglang: str | None = None  # the SGLang version installed for the target interpreter (metadata)
-    sglang_package: Path | None = None  # that installation's package directory (``.../site-packages/sglang``)
+    sglang_package: Path | None = None  # its package directory (``.../site-packages/sglang``), read where a check needs it
     knowledge: tuple[Any, ...] = ()  # the knowledge base's entries (compat.kb.Entry, a layer above), loaded once
     knowledge_left_out: tuple[str, ...] = ()  # schema problems of the entries the knowledge base left out
     hostenv: HostEnv | None = None  # this machine's /dev/shm, mounts, ports, rlimits, RAM, disk (live facts only)

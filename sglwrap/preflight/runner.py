@@ -189,8 +189,7 @@ def launch_context(facts: HostFacts, stack: StackView, cmd: SglangCmdline, *, pr
     from sglwrap.preflight import checks_compat
     from sglwrap.preflight.checks_hostenv import gather_hostenv
     from sglwrap.preflight.checks_memory import plan_memory
-    from sglwrap.preflight.checks_model import (gather_architectures, gather_release_registries,
-                                                installed_package_dir, missing_local_model)
+    from sglwrap.preflight.checks_model import gather_architectures, gather_release_registries, missing_local_model
     from sglwrap.preflight.deps import gather_installed
     from sglwrap.sglang.release import installed_version_text, target_python
 
@@ -203,7 +202,7 @@ def launch_context(facts: HostFacts, stack: StackView, cmd: SglangCmdline, *, pr
     draft = read_model_facts(str(draft_path)) if draft_path else None
     ctx = Context(facts=facts, stack=stack, args=cmd, profile=profile, flags=flags, environ=environ, force=force,
                   deep=deep, model=model, model_missing=missing, draft=draft, process_environ=dict(os.environ),
-                  installed_sglang=installed, sglang_package=installed_package_dir(python) if installed else None,
+                  installed_sglang=installed,
                   knowledge=tuple(checks_compat.entries()), knowledge_left_out=tuple(checks_compat.left_out()))
     # the facts below are derived from those above (the memory plan reads the profile's env, the registries the
     # installed package)

@@ -325,15 +325,7 @@ def _prefill_per_rank_over(ctx: Context, spec: dict[str, Any]) -> str | None:
 
 def _model_facts(ctx: Context) -> Any | None:
     """The model's ModelFacts (config.json found as the memory planner finds it), or None when nobody can read it."""
-    path = ctx.args.model_path
-    if not path:
-        return None
-    try:
-        from sglwrap.memory.facts import read_model_facts
-
-        facts = read_model_facts(path)
-    except Exception:  # an unreadable config is a fact nobody knows
-        return None
+    facts = ctx.model  # read once by run_preflight before the checks
     return None if isinstance(facts, str) else facts
 
 

@@ -22,6 +22,7 @@ class ModelFacts:
     source: str
     shape: ModelShape
     directory: Path
+    text: str = ""  # config.json as read (what keys a cache by its content)
 
     @property
     def text_config(self) -> dict[str, Any]:
@@ -44,7 +45,8 @@ def read_model_facts(model_path: str) -> ModelFacts | str:
 
     try:
         path, source = find_config(model_path)
-        cfg = json.loads(config_text(path))
+        text = config_text(path)
+        cfg = json.loads(text)
         shape = shape_from_config(cfg, name=model_path.rstrip("/").rsplit("/", 1)[-1], source=source,
                                   directory=str(path.parent))
     except UsageError:
@@ -52,7 +54,7 @@ def read_model_facts(model_path: str) -> ModelFacts | str:
                 "cache, not a built-in config)")
     except (OSError, json.JSONDecodeError, ConfigError) as e:
         return f"--model-path {model_path}: cannot read its config.json ({e})"
-    return ModelFacts(config=cfg, source=source, shape=shape, directory=path.parent)
+    return ModelFacts(config=cfg, source=source, shape=shape, directory=path.parent, text=text)
 
 
 def model_traits_for(model_path: str | None) -> tuple[object | None, str | None]:

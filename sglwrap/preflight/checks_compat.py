@@ -112,12 +112,12 @@ def check_compat(ctx: Context) -> Verdict:
         return Verdict(CHECK_ID, Status.SKIP, "no GPU facts to compare the knowledge base with")
     pairs: list[tuple[str, Verdict]] = []
     unknown: dict[str, list[str]] = {}
-    broken = left_out()
+    broken = ctx.knowledge_left_out
     if broken:  # fail visibly: an entry the schema refuses is not silently "no entry applies"
         pairs.append(("knowledge-base", Verdict(CHECK_ID, Status.WARN, f"{len(broken)} knowledge-base entries "
                                                 f"could not be read and were left out: {'; '.join(broken[:3])}",
                                                 "report this as a bug of sglwrap (its bundled data is broken)")))
-    for e in entries():
+    for e in ctx.knowledge:
         if e.id in OWNED_ELSEWHERE:
             continue
         try:
@@ -132,7 +132,7 @@ def check_compat(ctx: Context) -> Verdict:
             if m.unknown and e.severity != "warn":
                 unknown[e.id] = list(m.unknown)
     if not pairs:
-        return Verdict(CHECK_ID, Status.PASS, f"none of {len(entries())} knowledge-base entries applies")
+        return Verdict(CHECK_ID, Status.PASS, f"none of {len(ctx.knowledge)} knowledge-base entries applies")
     pairs.sort(key=lambda p: -SEVERITY[p[1].status])
     worst = pairs[0][1]
     fixes: list[str] = []

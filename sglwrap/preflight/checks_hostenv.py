@@ -1,9 +1,9 @@
 """Host traps that fail a launch on a machine that has the right GPUs: host-shm, host-noexec, host-port,
 host-memlock, host-ram, host-disk.
 
-They read the live machine (``/dev/shm``, mount flags, a test bind, rlimits, ``/proc/meminfo``, free disk), so
-they run only when the facts are this host's (NVML); under ``--assume`` each says "skipped (--assume)". Each
-check is a thin reader around a pure rule (``*_verdict``) that takes the measured numbers.
+``gather_hostenv`` reads the live machine (``/dev/shm``, mount flags, a test bind, rlimits, ``/proc/meminfo``, free
+disk) once, before the checks run, and only when the facts are this host's (NVML); under ``--assume`` each check
+says "skipped (--assume)". Each check is a pure rule (``*_verdict``) over those readings (``Context.hostenv``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import resource
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sglwrap.preflight.model import Context, Status, Verdict
+from sglwrap.preflight.model import Context, HostEnv, Status, Verdict
 
 MIB, GIB = 2**20, 2**30
 SHM_BLOCK = 512 * MIB  # NCCL's SHM transport maps buffers of several MiB per peer pair and channel
@@ -57,17 +57,19 @@ def shm_verdict(total: int | None, free: int | None, ranks: int) -> Verdict:
     return Verdict(cid, Status.PASS, size)
 
 
-def check_host_shm(ctx: Context) -> Verdict:
-    """/dev/shm large enough for NCCL's SHM transport (containers default to 64 MiB)."""
-    if not is_live(ctx):
-        return _skipped("host-shm")
-    total: int | None = None
-    free: int | None = None
+def _shm() -> tuple[int | None, int | None]:
     try:
         st = os.statvfs("/dev/shm")
-        total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
     except OSError:
-        pass
+        return None, None
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+
+def check_host_shm(ctx: Context) -> Verdict:
+    """/dev/shm large enough for NCCL's SHM transport (containers default to 64 MiB)."""
+    if ctx.hostenv is None:
+        return _skipped("host-shm")
+    total, free = ctx.hostenv.shm
     return shm_verdict(total, free, local_ranks(ctx))
 
 
@@ -114,11 +116,7 @@ def noexec_verdict(noexec: Sequence[tuple[str, str]]) -> Verdict:
                    "permitted')", "; ".join(fixes[r] for r, _ in noexec) + " (or remount without noexec)")
 
 
-def check_host_noexec(ctx: Context) -> Verdict:
-    """/tmp, $TRITON_CACHE_DIR and the FlashInfer/Inductor caches must allow exec (JIT kernels are dlopen'ed)."""
-    if not is_live(ctx):
-        return _skipped("host-noexec")
-    env = {**os.environ, **ctx.environ}
+def _noexec(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     bad: list[tuple[str, str]] = []
     for role, path in jit_dirs(env).items():
         try:
@@ -126,7 +124,14 @@ def check_host_noexec(ctx: Context) -> Verdict:
                 bad.append((role, path))
         except OSError:
             continue
-    return noexec_verdict(bad)
+    return tuple(bad)
+
+
+def check_host_noexec(ctx: Context) -> Verdict:
+    """/tmp, $TRITON_CACHE_DIR and the FlashInfer/Inductor caches must allow exec (JIT kernels are dlopen'ed)."""
+    if ctx.hostenv is None:
+        return _skipped("host-noexec")
+    return noexec_verdict(list(ctx.hostenv.noexec))
 
 
 # --- port -------------------------------------------------------------------------------------------------
@@ -156,20 +161,27 @@ def port_in_use(host: str, port: int) -> str | None:
     return None
 
 
-def check_host_port(ctx: Context) -> Verdict:
-    """The HTTP port must be free: SGLang binds it after loading the model (minutes lost) and exits on
-    'Address already in use'."""
-    cid = "host-port"
-    if not is_live(ctx):
-        return _skipped(cid)
+def launch_ports(ctx: Context) -> dict[str, int]:
+    """flag -> port this node binds: ``--port`` and the other ports the user pinned (``--nccl-port``, ...); empty
+    on a node rank other than 0, which serves no HTTP port."""
     if ctx.args.nnodes > 1 and ctx.args.node_rank != 0:
-        return Verdict(cid, Status.PASS, f"node rank {ctx.args.node_rank} serves no HTTP port")
-    host = ctx.args.host
+        return {}
     ports = {"--port": ctx.args.port}
     for dest, value in sorted(ctx.args.given_values.items()):  # other ports the user pinned (--nccl-port, ...)
         if dest.endswith("_port") and isinstance(value, int) and not isinstance(value, bool) and value > 0:
             ports.setdefault(ctx.args.flag_for(dest) or dest, value)
-    busy = [(flag, p, why) for flag, p in ports.items() if (why := port_in_use(host, p)) is not None]
+    return ports
+
+
+def check_host_port(ctx: Context) -> Verdict:
+    """The HTTP port must be free: SGLang binds it after loading the model (minutes lost) and exits on
+    'Address already in use'."""
+    cid = "host-port"
+    if ctx.hostenv is None:
+        return _skipped(cid)
+    if ctx.args.nnodes > 1 and ctx.args.node_rank != 0:
+        return Verdict(cid, Status.PASS, f"node rank {ctx.args.node_rank} serves no HTTP port")
+    host, ports, busy = ctx.args.host, ctx.hostenv.ports, ctx.hostenv.busy
     if not busy:
         return Verdict(cid, Status.PASS, f"{host}: {', '.join(f'{f} {p}' for f, p in ports.items())} free")
     flag, port, why = busy[0]
@@ -212,10 +224,9 @@ def memlock_verdict(soft: int, why: str | None) -> Verdict:
 
 def check_host_memlock(ctx: Context) -> Verdict:
     """``ulimit -l`` for pinned memory registered with RDMA NICs."""
-    if not is_live(ctx):
+    if ctx.hostenv is None:
         return _skipped("host-memlock")
-    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    return memlock_verdict(soft, needs_rdma(ctx))
+    return memlock_verdict(ctx.hostenv.memlock_soft, needs_rdma(ctx))
 
 
 # --- host RAM ---------------------------------------------------------------------------------------------
@@ -267,10 +278,10 @@ def mem_available() -> int | None:
 
 def check_host_ram(ctx: Context) -> Verdict:
     """Free host RAM against the pinned host buffers the launch will ask for."""
-    if not is_live(ctx):
+    if ctx.hostenv is None:
         return _skipped("host-ram")
     need, parts = pinned_host_bytes(ctx)
-    return ram_verdict(need, parts, mem_available())
+    return ram_verdict(need, parts, ctx.hostenv.mem_available)
 
 
 # --- disk for JIT caches ----------------------------------------------------------------------------------
@@ -292,11 +303,7 @@ def disk_verdict(free: Mapping[str, tuple[str, int]]) -> Verdict:
     return Verdict(cid, Status.PASS, f"JIT caches have room (least: {what})")
 
 
-def check_host_disk(ctx: Context) -> Verdict:
-    """Free disk where the JIT caches go (Triton, FlashInfer, Inductor, TMPDIR)."""
-    if not is_live(ctx):
-        return _skipped("host-disk")
-    env = {**os.environ, **ctx.environ}
+def _disk_free(env: Mapping[str, str]) -> dict[str, tuple[str, int]]:
     free: dict[str, tuple[str, int]] = {}
     for role, path in jit_dirs(env).items():
         try:
@@ -304,7 +311,28 @@ def check_host_disk(ctx: Context) -> Verdict:
         except OSError:
             continue
         free[role] = (path, st.f_bavail * st.f_frsize)
-    return disk_verdict(free)
+    return free
+
+
+def check_host_disk(ctx: Context) -> Verdict:
+    """Free disk where the JIT caches go (Triton, FlashInfer, Inductor, TMPDIR)."""
+    if ctx.hostenv is None:
+        return _skipped("host-disk")
+    return disk_verdict(ctx.hostenv.disk_free)
+
+
+def gather_hostenv(ctx: Context) -> HostEnv | None:
+    """This machine's readings for the host checks (``/dev/shm``, mount flags, a test bind of the launch's ports,
+    ``ulimit -l``, ``/proc/meminfo``, free disk), taken once before the checks; None when the facts describe another
+    machine (``--assume``, a captured host)."""
+    if not is_live(ctx):
+        return None
+    env = {**ctx.process_environ, **ctx.environ}
+    ports = launch_ports(ctx)
+    busy = tuple((flag, p, why) for flag, p in ports.items() if (why := port_in_use(ctx.args.host, p)) is not None)
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    return HostEnv(shm=_shm(), noexec=_noexec(env), ports=ports, busy=busy, memlock_soft=soft,
+                   mem_available=mem_available(), disk_free=_disk_free(env))
 
 
 HOSTENV_CHECKS = (check_host_shm, check_host_noexec, check_host_port, check_host_memlock, check_host_ram,

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sglwrap.errors import ArgValueError, SglwrapError
 from sglwrap.preflight.model import Context, Status, Verdict
 
 _BLOCKING = ("kv_pool_oom", "weights_dont_fit")
 
 
-def check_memory(ctx: Context) -> Verdict:
-    """Predict SGLang's budget for these args on these GPUs; an OOM before serving blocks (warns with --force)."""
+def _why_not_planned(ctx: Context) -> str | None:
+    """Why the accountant does not run for this launch (the check skips), or None."""
     if ctx.args.model_path is None:
-        return Verdict("memory", Status.SKIP, "no --model-path given: nothing to budget")
+        return "no --model-path given: nothing to budget"
     if not ctx.facts.gpus:
-        return Verdict("memory", Status.SKIP, "no GPUs in the facts (pass --assume HW to plan for other GPUs)")
+        return "no GPUs in the facts (pass --assume HW to plan for other GPUs)"
     device = ctx.args.device
     if device not in (None, "cuda"):
-        return Verdict("memory", Status.SKIP, f"--device {device}: the accountant models CUDA GPUs only")
+        return f"--device {device}: the accountant models CUDA GPUs only"
+    return None
+
+
+def plan_memory(ctx: Context) -> Any:
+    """The accountant's plan for this launch, the SglwrapError it raised, or None when it does not run: made once
+    by ``run_preflight`` before the checks (it reads the model's config and checkpoint index)."""
+    if _why_not_planned(ctx) is not None:
+        return None
     from sglwrap import memory
 
     env = {k: v for k, v in ctx.environ.items() if k.startswith("NCCL_")}
@@ -27,12 +37,22 @@ def check_memory(ctx: Context) -> Verdict:
                 env[name] = setting.value
         profile_sglang = dict(ctx.profile.sglang)
     try:
-        plan = memory.plan(ctx.facts, env, ctx.args, profile_sglang=profile_sglang)
-    except ArgValueError as e:  # the user's own value: SGLang cannot start with it, so nothing is left to plan
-        return Verdict("memory", Status.BLOCK, f"SGLang cannot run with {e.message}",
-                       "give that flag a value in the range named")
+        return memory.plan(ctx.facts, env, ctx.args, profile_sglang=profile_sglang)
     except SglwrapError as e:
-        return Verdict("memory", Status.SKIP, f"cannot plan memory: {e.message}")
+        return e
+
+
+def check_memory(ctx: Context) -> Verdict:
+    """Predict SGLang's budget for these args on these GPUs; an OOM before serving blocks (warns with --force)."""
+    why = _why_not_planned(ctx)
+    if why is not None:
+        return Verdict("memory", Status.SKIP, why)
+    plan = ctx.memory_plan
+    if isinstance(plan, ArgValueError):  # the user's own value: SGLang cannot start with it, nothing left to plan
+        return Verdict("memory", Status.BLOCK, f"SGLang cannot run with {plan.message}",
+                       "give that flag a value in the range named")
+    if isinstance(plan, SglwrapError):
+        return Verdict("memory", Status.SKIP, f"cannot plan memory: {plan.message}")
     res = plan.result
     doc = plan.to_dict()
     mfs = doc["mem_fraction_static"]

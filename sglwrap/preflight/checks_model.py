@@ -41,18 +41,10 @@ BUNDLED_DRAFT_ARCHS = frozenset({
 _NEXTN_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
 
 
-def _load(model_path: str) -> ModelFacts | str:
-    from sglwrap.memory.facts import read_model_facts
-
-    return read_model_facts(model_path)
-
-
 def model_facts(ctx: Context) -> ModelFacts | str:
-    """The model's facts, or why there are none (no --model-path, no config.json found)."""
-    mp = ctx.args.model_path
-    if not mp:
-        return "no --model-path given"
-    return _load(mp)
+    """The model's facts, or why there are none (no --model-path, no config.json found): read once by
+    ``run_preflight`` before the checks."""
+    return ctx.model
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
@@ -172,12 +164,12 @@ def installed_package_dir(python: str, dist: str = "sglang") -> Path | None:
 
 
 def _installed_pkg(ctx: Context, version: str) -> Path | None:
+    """The installed SGLang package directory when release ``version`` is the installed one (package metadata: the
+    fact-gathering stage asks, on the paths that need it)."""
+    if ctx.installed_sglang != version:
+        return None
     from sglwrap.sglang.release import target_python
 
-    from sglwrap.preflight.installed import installed_sglang
-
-    if installed_sglang(ctx) != version:
-        return None
     return installed_package_dir(target_python(ctx.environ))
 
 
@@ -284,7 +276,7 @@ def check_model_arch(ctx: Context) -> Verdict:
     cid = "model-arch"
     mf = model_facts(ctx)
     if isinstance(mf, str):
-        missing = missing_local_model(ctx.args.model_path) if ctx.args.model_path else None
+        missing = ctx.model_missing
         if missing is None:
             return Verdict(cid, Status.SKIP, mf)
         fix = "give the directory that holds the model's config.json and weights, or a Hugging Face repo id"
@@ -293,20 +285,13 @@ def check_model_arch(ctx: Context) -> Verdict:
         return Verdict(cid, Status.WARN, f"{missing} on this machine; planned without the model's config "
                        f"({ctx.facts.source}: make sure it exists where it will run)", fix)
     version = target_version(ctx)
-    reg = release_architectures(ctx, version)
+    reg = ctx.arch_registry
     if reg is None:
-        return between_releases(mf.architectures, version, architectures_catalogue())
-    has: bool | None = None
-    if not any(a in reg[0] for a in mf.architectures) and _installed_pkg(ctx, version) is not None:
-        from sglwrap.preflight.installed import installed_dirs, transformers_classes
-        from sglwrap.sglang.release import target_python
-
-        tdir = installed_dirs(target_python(ctx.environ)).get("transformers")
-        known = transformers_classes(Path(tdir)) if tdir else frozenset()
-        has = any(a in known for a in mf.architectures) if known else None
+        return between_releases(mf.architectures, version, ctx.arch_catalogue)
+    has = ctx.transformers_has
     impl = ctx.args.get("model_impl")
     hit = [a for a in mf.architectures if a in reg[0]]
-    catalogue = {} if hit else architectures_catalogue()  # every release's list is read only for a miss
+    catalogue = {} if hit else ctx.arch_catalogue
     return arch_verdict(mf.architectures, reg[0], version, reg[1], catalogue, transformers_has=has,
                         model_impl=None if impl is None else str(impl))
 
@@ -339,13 +324,12 @@ def check_model_quant(ctx: Context) -> Verdict:
     if method is None:
         return Verdict(cid, Status.PASS, "unquantized checkpoint" + (f"; --quantization {user}" if user else ""))
     version = target_version(ctx)
-    pkg = _installed_pkg(ctx, version)
-    known = quantization_registry(pkg) if pkg is not None else frozenset()
+    pkg = ctx.sglang_package if ctx.installed_sglang == version else None
+    known = ctx.quant_registry if pkg is not None else frozenset()
     where = f"installed {pkg}/srt/layers/quantization" if known else ""
     sure = bool(known)
     if not known:
-        extra = ctx.args.table.extra if ctx.args.version == version else {}
-        listed = extra.get("quantization_methods") or (bundled_release(version) or {}).get("quantization_methods")
+        listed = ctx.quant_listed
         info = ctx.args.table.by_dest("quantization")
         if not listed and info is not None and info.choices and ctx.args.version == version:
             listed = list(info.choices)
@@ -602,6 +586,56 @@ def release_draft_archs(ctx: Context, version: str) -> tuple[frozenset[str], str
     return draft_archs_of(path) | BUNDLED_DRAFT_ARCHS, f"{path}"
 
 
+def gather_architectures(ctx: Context) -> dict[str, Any]:
+    """The architectures the target release registers (``model-arch``, a draft's check), read before the checks; on
+    a miss, every bundled release's list ("first in") and whether the installed transformers has the class (the
+    Transformers backend's fallback, read only when the target release is the installed one)."""
+    archs = [m.architectures for m in (ctx.model, ctx.draft) if m is not None and not isinstance(m, str)]
+    if not archs:
+        return {}
+    version = target_version(ctx)
+    reg = release_architectures(ctx, version)
+    out: dict[str, Any] = {"arch_registry": reg}
+    missed = [a for a in archs if reg is None or not any(x in reg[0] for x in a)]
+    if missed:  # every release's list is read only for a miss
+        out["arch_catalogue"] = architectures_catalogue()
+    mf = ctx.model
+    if not isinstance(mf, str) and reg is not None and not any(a in reg[0] for a in mf.architectures) \
+            and _installed_pkg(ctx, version) is not None:
+        from sglwrap.preflight.installed import installed_dirs, transformers_classes
+        from sglwrap.sglang.release import target_python
+
+        tdir = installed_dirs(target_python(ctx.environ)).get("transformers")
+        known = transformers_classes(Path(tdir)) if tdir else frozenset()
+        out["transformers_has"] = any(a in known for a in mf.architectures) if known else None
+    return out
+
+
+def gather_release_registries(ctx: Context) -> dict[str, Any]:
+    """What the target release registers, read from its installed (or unpacked) sources before the checks, and
+    only where a check will ask: its quantization methods for a quantized checkpoint (``model-quant``: the installed
+    package's registry, else the release data's list), the architectures it drafts from the checkpoint for
+    EAGLE/NEXTN/MTP without a draft model (``speculative``)."""
+    out: dict[str, Any] = {}
+    mf = ctx.model
+    if isinstance(mf, str):
+        return out
+    version = target_version(ctx)
+    if checkpoint_quant_method(mf.config) is not None:
+        pkg = _installed_pkg(ctx, version)
+        out["sglang_package"] = pkg
+        registry = quantization_registry(pkg) if pkg is not None else frozenset()
+        out["quant_registry"] = registry
+        if not registry:  # the release's own list: its data, else the bundled data of that release
+            extra = ctx.args.table.extra if ctx.args.version == version else {}
+            out["quant_listed"] = extra.get("quantization_methods") or \
+                (bundled_release(version) or {}).get("quantization_methods")
+    algo = str(ctx.args.get("speculative_algorithm") or "").upper()
+    if algo in ("EAGLE", "EAGLE3", "NEXTN", "MTP") and not ctx.args.get("speculative_draft_model_path"):
+        out["draft_archs"] = release_draft_archs(ctx, version)
+    return out
+
+
 def check_speculative(ctx: Context) -> Verdict:
     """EAGLE/EAGLE3/NEXTN need a draft: ``--speculative-draft-model-path``, or a checkpoint SGLang drafts from itself
     (its MTP/NEXTN layers: ModelConfig's draft branches, model_config.py:1032-1209, and speculative_hook.py:1120-1145
@@ -624,7 +658,7 @@ def check_speculative(ctx: Context) -> Verdict:
     layers = nextn_layers(mf.config)
     zero = any(isinstance(src, dict) and src.get(k) == 0 for src in (mf.config, mf.text_config) for k in _NEXTN_KEYS)
     version = target_version(ctx)
-    known = release_draft_archs(ctx, version)
+    known = ctx.draft_archs
     archs, where = known if known else (BUNDLED_DRAFT_ARCHS, "the 0.5.23 list of speculative_hook.py:1120-1137")
     if layers > 0 or (arch in archs and not zero):
         how = (f"{layers} NEXTN layer(s) in config.json" if layers else f"SGLang {version} drafts {arch} from the "
@@ -644,12 +678,12 @@ def draft_verdict(ctx: Context, algo: str, draft: str) -> Verdict:
     """A draft model whose config.json can be found must be an architecture the release registers (EAGLE drafts
     are classes of their own, e.g. ``LlamaForCausalLMEagle3``); otherwise the draft path is taken on trust."""
     cid = "speculative"
-    df = _load(draft)
+    df = ctx.draft if ctx.draft is not None else "no --speculative-draft-model-path given"
     if isinstance(df, str):
         return Verdict(cid, Status.PASS, f"{algo} with draft {draft} (its config.json is not here to check)")
     version = target_version(ctx)
-    reg = release_architectures(ctx, version)
+    reg = ctx.arch_registry
     if reg is None or not df.architectures or any(a in reg[0] for a in df.architectures):
         return Verdict(cid, Status.PASS, f"{algo} with draft {draft} ({', '.join(df.architectures) or '?'})")
-    v = arch_verdict(df.architectures, reg[0], version, reg[1], architectures_catalogue())
+    v = arch_verdict(df.architectures, reg[0], version, reg[1], ctx.arch_catalogue)
     return dataclasses.replace(v, id=cid, reason=f"draft model {draft}: {v.reason}")

@@ -92,9 +92,8 @@ def check_flashinfer_cubin(ctx: Context) -> Verdict:
         return Verdict(cid, Status.SKIP, "flashinfer-python is not installed")
     from sglwrap.compat.kb import by_id
     from sglwrap.compat.match import matches
-    from sglwrap.preflight.checks_compat import entries
 
-    table = by_id(entries())
+    table = by_id(ctx.knowledge)
     for eid in ("flashinfer-cubin-mismatch-raises", "flashinfer-jit-cache-mismatch-raises",
                 "flashinfer-cubin-mismatch-ignored"):
         entry = table.get(eid)

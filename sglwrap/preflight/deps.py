@@ -147,19 +147,47 @@ def config_verdict(cfg: Mapping[str, object], transformers: str | None, known_ty
     return status, reason, "upgrade transformers within SGLang's pin" if status is Status.WARN else ""
 
 
+@dataclass(frozen=True)
+class InstalledDeps:
+    """What is installed for the target interpreter, as ``python-deps`` judges it (read before the checks)."""
+
+    versions: Mapping[str, str]  # canonical name -> version of every installed distribution
+    requires: tuple[str, ...]  # the installed sglang's Requires-Dist
+    unmet: tuple[PinProblem, ...]  # those pins the environment does not meet
+    model_types: frozenset[str]  # model types AutoConfig knows: transformers', plus SGLang's own when both found
+
+
+def gather_installed(ctx: Context) -> InstalledDeps | None:
+    """The installed packages' metadata and the model types of the installed transformers and SGLang (``ast``, disk
+    memo), when the target release is the installed one; None otherwise (``python-deps`` then skips)."""
+    if installed_sglang(ctx) != (ctx.stack.sglang or ctx.args.version):
+        return None
+    from sglwrap.sglang.release import target_python
+
+    python = target_python(ctx.environ)
+    versions, requires, dirs = environment(python)
+    known: frozenset[str] = frozenset()
+    if not isinstance(ctx.model, str):  # the model types are read only when a config.json is there to judge
+        tdir = dirs.get("transformers")
+        known = transformers_model_types(Path(tdir)) if tdir else frozenset()
+        sdir = dirs.get("sglang")
+        model_type = ctx.model.config.get("model_type")
+        if known and sdir and model_type not in known:  # SGLang's own types only matter then
+            known = known | sglang_model_types(Path(sdir))
+    return InstalledDeps(versions=versions, requires=requires, unmet=tuple(_unmet(python)), model_types=known)
+
+
 def check_python_deps(ctx: Context) -> Verdict:
     """The config's transformers needs and SGLang's own pins against the installed packages (metadata only)."""
     from sglwrap.preflight.checks_model import model_facts
-    from sglwrap.sglang.release import target_python
 
     cid = "python-deps"
     target = ctx.stack.sglang or ctx.args.version
     if installed_sglang(ctx) != target:
         return Verdict(cid, Status.SKIP, f"SGLang {target} is not the installed release: its pins and the installed "
                        "transformers are not what will run")
-    python = target_python(ctx.environ)
-    versions, requires, dirs = environment(python)
-    problems = _unmet(python)
+    deps: InstalledDeps = ctx.installed_deps
+    versions, requires, problems = deps.versions, deps.requires, list(deps.unmet)
     skip_check = (ctx.env("SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK") or "").strip().lower() in ("1", "true")
     hard = [p for p in problems if p.name in HARD_PINS and below_minimum(p) and not skip_check]
     soft = [p for p in problems if p not in hard]
@@ -180,12 +208,7 @@ def check_python_deps(ctx: Context) -> Verdict:
         fix.append("pip check; reinstall sglang into a clean environment")
     mf = model_facts(ctx)
     if not isinstance(mf, str):
-        tdir = dirs.get("transformers")
-        known = transformers_model_types(Path(tdir)) if tdir else frozenset()
-        sdir = dirs.get("sglang")
-        if known and sdir and mf.config.get("model_type") not in known:  # SGLang's own types only matter then
-            known = known | sglang_model_types(Path(sdir))
-        st, why, f = config_verdict(mf.config, versions.get("transformers"), known,
+        st, why, f = config_verdict(mf.config, versions.get("transformers"), deps.model_types,
                                     bool(ctx.args.get("trust_remote_code")))
         if st is not Status.PASS:
             status = max(status, st, key=_sev)

@@ -142,10 +142,9 @@ def installed_dirs(python: str) -> dict[str, str]:
 
 
 def installed_sglang(ctx: Context) -> str | None:
-    """The SGLang version really installed for the target interpreter (``--assume-stack`` does not change it)."""
-    from sglwrap.sglang.release import installed_version_text, target_python
-
-    return installed_version_text(target_python(ctx.environ))
+    """The SGLang version really installed for the target interpreter (``--assume-stack`` does not change it), as
+    ``run_preflight`` read it before the checks ran."""
+    return ctx.installed_sglang
 
 
 @functools.lru_cache(maxsize=8)

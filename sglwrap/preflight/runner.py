@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.host.facts import HostFacts
-from sglwrap.host.stackview import stack_view
+from sglwrap.host.stackview import StackView, stack_view
 from sglwrap.preflight.checks_comm import (
     check_custom_allreduce,
     check_profile_fit,
@@ -41,6 +41,7 @@ from sglwrap.preflight.model import Context, FeatureChange, Status, Verdict
 from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for, parse_cmdline
 
 if TYPE_CHECKING:
+    from sglwrap.memory.facts import ModelFacts
     from sglwrap.profiles import Profile
     from sglwrap.sglang.flags import FlagTable
 
@@ -142,7 +143,8 @@ def run_preflight(
     checks: Sequence[Callable[[Context], Verdict]] = CHECKS,
     deep: bool = False,
 ) -> PreflightResult:
-    """Every check against ``facts``; a pure function of its arguments (``environ`` defaults to empty).
+    """Every check against ``facts``: this launch's other facts are gathered once (``launch_context``), then each
+    check is a pure function of that Context (``environ``, the user's environment for the workers, defaults to empty).
 
     ``sglang_args`` is the parsed command line; a plain argv is parsed with ``flags`` (else the bundled data of
     the facts' SGLang release). ``deep``: also run SGLang's own checks in a child of the target interpreter
@@ -155,8 +157,8 @@ def run_preflight(
         cmd = parse_cmdline(sglang_args, flags)
     else:
         cmd = cmdline_for(sglang_args, stack.sglang)
-    ctx = Context(facts=facts, stack=stack, args=cmd, profile=profile,
-                  flags=flags, environ=dict(environ or {}), force=force, deep=deep)
+    ctx = launch_context(facts, stack, cmd, profile=profile, flags=flags, environ=dict(environ or {}),
+                         force=force, deep=deep)
     verdicts = tuple(check(ctx) for check in checks)
     changes = tuple(c for v in verdicts if v.status is Status.DOWNGRADE for c in v.changes)
     if any(v.status is Status.BLOCK for v in verdicts):
@@ -172,6 +174,41 @@ def run_preflight(
 
     return PreflightResult(verdict=verdict, checks=verdicts, profile=profile, facts=facts, changes=changes,
                            sglang_defaults=sglang_defaults(cmd, facts, stack.sglang))
+
+
+def launch_context(facts: HostFacts, stack: StackView, cmd: SglangCmdline, *, profile: Profile | None,
+                   flags: FlagTable | None, environ: dict[str, str], force: bool, deep: bool) -> Context:
+    """The checks' one input, with this launch's facts gathered once: the model's (and draft's) config.json, whether
+    a local --model-path is missing, sglwrap's own environment, the SGLang release installed for the target
+    interpreter and its packages' metadata, what the target release registers, the knowledge base, the memory plan,
+    this machine's host readings. Every read of disk or environment the checks need happens here, before any check
+    runs (docs/preflight.md, "Facts once, checks pure")."""
+    import os
+
+    from sglwrap.memory.facts import read_model_facts
+    from sglwrap.preflight import checks_compat
+    from sglwrap.preflight.checks_hostenv import gather_hostenv
+    from sglwrap.preflight.checks_memory import plan_memory
+    from sglwrap.preflight.checks_model import gather_architectures, gather_release_registries, missing_local_model
+    from sglwrap.preflight.deps import gather_installed
+    from sglwrap.sglang.release import installed_version_text, target_python
+
+    python = target_python(environ)
+    installed = installed_version_text(python)
+    mp = cmd.model_path
+    model: ModelFacts | str = read_model_facts(mp) if mp else "no --model-path given"
+    missing = missing_local_model(mp) if mp and isinstance(model, str) else None
+    draft_path = cmd.get("speculative_draft_model_path")
+    draft = read_model_facts(str(draft_path)) if draft_path else None
+    ctx = Context(facts=facts, stack=stack, args=cmd, profile=profile, flags=flags, environ=environ, force=force,
+                  deep=deep, model=model, model_missing=missing, draft=draft, process_environ=dict(os.environ),
+                  installed_sglang=installed,
+                  knowledge=tuple(checks_compat.entries()), knowledge_left_out=tuple(checks_compat.left_out()))
+    # the facts below are derived from those above (the memory plan reads the profile's env, the registries the
+    # installed package)
+    return dataclasses.replace(ctx, memory_plan=plan_memory(ctx), hostenv=gather_hostenv(ctx),
+                               installed_deps=gather_installed(ctx), **gather_release_registries(ctx),
+                               **gather_architectures(ctx))
 
 
 def apply_change(profile: Profile, change: FeatureChange) -> Profile:

@@ -116,9 +116,9 @@ except BaseException as e:
 '''
 
 
-def _cache_dir(environ: Mapping[str, str]) -> Path:
-    base = environ.get("XDG_CACHE_HOME") or os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache")
+def _cache_dir(environ: Mapping[str, str], process: Mapping[str, str]) -> Path:
+    base = environ.get("XDG_CACHE_HOME") or process.get("XDG_CACHE_HOME") or os.path.join(
+        process.get("HOME") or os.path.expanduser("~"), ".cache")
     return Path(base) / "sglwrap" / "selfcheck"
 
 
@@ -246,7 +246,7 @@ def check_sglang_selfcheck(ctx: Context) -> Verdict:
         return Verdict(cid, Status.SKIP, f"SGLang {version} is not the installed release: the generated rules "
                        "(model-arch, model-quant, model-parallel, context-length, speculative) stand in for its own "
                        "checks")
-    switch = (ctx.environ.get(OFF_VAR) or os.environ.get(OFF_VAR, "")).strip()
+    switch = (ctx.environ.get(OFF_VAR) or ctx.process_environ.get(OFF_VAR, "")).strip()
     if switch == "0":  # the test suite sets it (tests/conftest.py); tests of this check set "1"
         return Verdict(cid, Status.SKIP, f"{OFF_VAR}=0: SGLang {version}'s own checks not run; the generated rules "
                        "stand in")
@@ -256,7 +256,6 @@ def check_sglang_selfcheck(ctx: Context) -> Verdict:
     if not ctx.facts.gpus:
         return Verdict(cid, Status.SKIP, f"no GPU facts to supply ({ctx.facts.source} has no NVIDIA GPU): SGLang's "
                        "own checks need a device; plan with --assume 8xH200")
-    cfg_path = mf.directory / "config.json"
     argv = _sub_model_path(ctx.args.argv, ctx.args.model_path or "", str(mf.directory))
     gpus = ctx.facts.gpus
     g0 = gpus[0] if gpus else None
@@ -266,10 +265,8 @@ def check_sglang_selfcheck(ctx: Context) -> Verdict:
     spec = {"argv": argv, "gpus": len(gpus), "cc": list(g0.compute_capability) if g0 else [0, 0],
             "mem_bytes": g0.memory_total_bytes if g0 else 0, "gpu_name": g0.name if g0 else "", "env": sglang_env,
             "options": verdict_options(ctx.args.given_values)}
-    from sglwrap.memory.model import config_text
-
-    key = selfcheck_key(spec, python, version, config_text(cfg_path).encode())
-    cache = _cache_dir(ctx.environ) / f"{key}.json"
+    key = selfcheck_key(spec, python, version, mf.text.encode())
+    cache = _cache_dir(ctx.environ, ctx.process_environ) / f"{key}.json"
     stamps = release_stamps(python)  # taken before the child reads the release
     res = read_kept(cache, stamps)
     if res is not None:
@@ -280,7 +277,7 @@ def check_sglang_selfcheck(ctx: Context) -> Verdict:
                        "rules stand in", "sglwrap preflight --deep ...")
     sys.stderr.write(f"sglwrap: running SGLang {version}'s own argument checks on CPU (once per command line, "
                      f"up to {SELFCHECK_TIMEOUT_S} s)…\n")
-    env = {**os.environ, **sglang_env}
+    env = {**ctx.process_environ, **sglang_env}
     child = {k: v for k, v in spec.items() if k != "options"}
     res = run_child(python, child, env)
     # every outcome is kept, a timeout too: the same command line never waits for the child again (the key holds

@@ -219,8 +219,10 @@ def reap_orphans(child_pid: int) -> bool:
 # --- readiness and log stream -------------------------------------------------------------------------------
 
 
-def probe(endpoint: Endpoint, path: str, timeout_s: float) -> int | None:
-    """HTTP status of ``GET path`` on the endpoint, or None when nothing answers."""
+def probe(endpoint: Endpoint, path: str, timeout_s: float, *, api_key: str | None = None,
+          agent: str = "sglwrap-supervisor") -> int | None:
+    """HTTP status of ``GET path`` on the endpoint, or None when nothing answers (``api_key``: sent as a bearer
+    token, for a server started with --api-key)."""
     conn: http.client.HTTPConnection
     if endpoint.tls:
         ctx = ssl.create_default_context()
@@ -229,8 +231,11 @@ def probe(endpoint: Endpoint, path: str, timeout_s: float) -> int | None:
         conn = http.client.HTTPSConnection(endpoint.host, endpoint.port, timeout=timeout_s, context=ctx)
     else:
         conn = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=timeout_s)
+    headers = {"User-Agent": agent}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
     try:
-        conn.request("GET", path, headers={"User-Agent": "sglwrap-supervisor"})
+        conn.request("GET", path, headers=headers)
         resp = conn.getresponse()
         resp.read(65536)
         return resp.status

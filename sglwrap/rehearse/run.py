@@ -68,19 +68,8 @@ class RunResult:
 
 
 def _health(host: str, port: int, api_key: str | None) -> int | None:
-    conn = http.client.HTTPConnection(host, port, timeout=PROBE_TIMEOUT_S)
-    try:
-        headers = {"User-Agent": "sglwrap-rehearse"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        conn.request("GET", "/health", headers=headers)
-        resp = conn.getresponse()
-        resp.read(65536)
-        return resp.status
-    except (OSError, http.client.HTTPException):
-        return None
-    finally:
-        conn.close()
+    return supervise.probe(supervise.Endpoint(host, port), "/health", PROBE_TIMEOUT_S, api_key=api_key,
+                           agent="sglwrap-rehearse")
 
 
 def send_request(host: str, port: int, req: Request, timeout_s: float) -> tuple[int | None, str]:

@@ -461,13 +461,13 @@ def _match_packages(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held | No
     is unknown."""
     said: list[str] = []
     unknown: list[str] = []
+    pinned = _pinned(ctx)
     for name, spec in (ap.get("packages") or {}).items():
         ver = package_version(ctx, name)
         if not version_ok(ver, spec):
             return None
-        if name == "sglang" and name not in ctx.stack.packages:  # no SGLang installed or named: a guess
+        if _guessed_release(ctx, name):
             unknown.append(f"which SGLang release (none installed or named; planned as {ver})")
-        pinned = ((ctx.facts.probes or {}).get("release_pins") or {}).get("pinned") or {}
         if name in pinned:  # what the release installs, not what the user has (GLM-5 users upgrade transformers)
             unknown.append(f"{name}'s version (the planned SGLang pins {ver}; name it in --assume-stack)")
         said.append(f"{name} {ver}")
@@ -485,9 +485,14 @@ def _match_not_packages(ap: dict[str, Any], entry: Entry, ctx: Context) -> Held 
         other = SAME_MODULE.get(name)
         if version is None and other is not None and package_version(ctx, other) is not None:
             continue  # the distribution that provides the same module is the one there (sgl-kernel / sglang-kernel)
-        if version is None or name in _pinned(ctx) or (name == "sglang" and name not in ctx.stack.packages):
+        if version is None or name in _pinned(ctx) or _guessed_release(ctx, name):
             unknown.append(f"{name}'s version (not named: {spec} would rule the entry out)")
     return Held(unknown=tuple(unknown)) if unknown else HOLDS
+
+
+def _guessed_release(ctx: Context, name: str) -> bool:
+    """Whether ``name`` is SGLang and its version only the release planned for (none installed or named)."""
+    return name == "sglang" and name not in ctx.stack.packages
 
 
 def _pinned(ctx: Context) -> dict[str, str]:

@@ -204,10 +204,9 @@ def raw_entries(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = N
     return entries
 
 
-def load(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None, *,
-         strict: bool = False) -> tuple[Entry, ...]:
-    """Every valid entry. ``strict`` raises KnowledgeError listing all schema problems (the test uses it); otherwise
-    a broken entry is left out so one bad line never stops a launch."""
+def read(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None) -> tuple[tuple[Entry, ...], list[str]]:
+    """Every valid entry, and the schema problems (one line each) of those left out: a broken entry is left out so
+    one bad line never stops a launch, and its problem is said instead."""
     out: list[Entry] = []
     problems: list[str] = []
     seen: set[str] = set()
@@ -226,17 +225,17 @@ def load(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None, *,
                          sources=tuple(raw["sources"]), checked=raw["checked"],
                          downgrade=raw.get("downgrade") or {}, notes=str(raw.get("notes") or ""),
                          evidence=str(raw["evidence"]), evidence_ref=str(raw.get("evidence_ref") or "")))
+    return tuple(out), problems
+
+
+def load(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None, *,
+         strict: bool = False) -> tuple[Entry, ...]:
+    """Every valid entry. ``strict`` raises KnowledgeError listing all schema problems (the test uses it); otherwise
+    a broken entry is left out (``read`` says which)."""
+    entries, problems = read(data_dir, environ)
     if strict and problems:
         raise KnowledgeError("\n".join(problems))
-    return tuple(out)
-
-
-def problems(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None) -> list[str]:
-    """The schema problems of the entries ``load`` leaves out (one line each; empty when every entry is valid)."""
-    out: list[str] = []
-    for raw in raw_entries(data_dir, environ if environ is not None else os.environ):
-        out += list(raw["_problems"]) if isinstance(raw, dict) else ["a knowledge-base entry is not a mapping"]
-    return out
+    return entries
 
 
 def by_id(entries: tuple[Entry, ...]) -> dict[str, Entry]:

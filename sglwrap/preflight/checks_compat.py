@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sglwrap.compat.kb import Entry, load, problems
+from sglwrap.compat.kb import Entry, read
 from sglwrap.compat.match import Match, matches
 from sglwrap.preflight.model import SEVERITY, Context, FeatureChange, Status, Verdict
 
@@ -33,18 +33,19 @@ OWNED_ELSEWHERE = {"torch-missing-arch": "torch-arch", "driver-too-old-cuda13-to
 
 def entries() -> tuple[Entry, ...]:
     """The knowledge base, loaded once per process."""
-    global _ENTRIES
-    if _ENTRIES is None:
-        _ENTRIES = load()
-    return _ENTRIES
+    return _knowledge()[0]
 
 
 def left_out() -> list[str]:
     """Schema problems of the entries ``entries()`` had to leave out (empty for the bundled data)."""
-    global _LEFT_OUT
-    if _LEFT_OUT is None:
-        _LEFT_OUT = problems()
-    return _LEFT_OUT
+    return _knowledge()[1]
+
+
+def _knowledge() -> tuple[tuple[Entry, ...], list[str]]:
+    global _ENTRIES, _LEFT_OUT
+    if _ENTRIES is None or _LEFT_OUT is None:
+        _ENTRIES, _LEFT_OUT = read()
+    return _ENTRIES, _LEFT_OUT
 
 
 def downgrade_changes(entry: Entry, why: str) -> tuple[FeatureChange, ...]:

@@ -86,11 +86,13 @@ def with_local_stack(
     from sglwrap.host.binaries import binary_facts
 
     env = os.environ if environ is None else environ
-    binaries = {**binary_facts(stack.site_paths(python), env, live=live, versions=packages), **facts.binaries}
+    paths = stack.site_paths(python)
+    binaries = {**binary_facts(paths, env, live=live, versions=packages), **facts.binaries}
     binaries["versions"] = {k: v for k, v in packages.items() if k in _BINARY_DISTS}
-    from sglwrap.distinfo import installed_origins
+    if binaries["versions"]:  # where each was installed from (PEP 610); nothing to read when none is installed
+        from sglwrap.distinfo import installed_origins
 
-    binaries["origins"] = installed_origins([k for k in packages if k in _BINARY_DISTS], stack.site_paths(python))
+        binaries["origins"] = installed_origins(list(binaries["versions"]), paths)
     return dataclasses.replace(facts, packages={**facts.packages, **packages}, probes=probes, binaries=binaries)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,23 +91,14 @@ class ModelShape:
 
 
 def hf_cached_file(name: str, filename: str) -> Path | None:
-    """``filename`` of Hub repo ``name`` in the local HF cache, offline; None if absent or no huggingface_hub."""
-    if "/" not in name:
-        return None
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return None
-    try:
-        hit = try_to_load_from_cache(name, filename)
-    except Exception:  # noqa: BLE001 - a malformed cache or repo id must not crash planning
-        return None
-    return Path(hit) if isinstance(hit, str) else None
+    """``filename`` of Hub repo ``name`` in the local HF cache (read as files, offline); None if absent."""
+    from sglwrap.hubcache import cached_file
+
+    return cached_file(name, filename)
 
 
 def _hf_cache_dir(name: str) -> Path | None:
-    """The snapshot directory of ``name`` in the local HF cache, offline; None if absent or no huggingface_hub."""
+    """The snapshot directory of ``name`` in the local HF cache, offline; None if absent."""
     hit = hf_cached_file(name, "config.json")
     return hit.parent if hit is not None else None
 

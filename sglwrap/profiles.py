@@ -8,7 +8,6 @@ inherits from the next file of that name on the path.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -49,6 +48,8 @@ class Profile:
     @property
     def hash(self) -> str:
         """sha256 of the resolved content (name, env, sglang settings, features), hex."""
+        import hashlib  # an identity users see in run directories and manifests; only launch-like verbs need it
+
         return hashlib.sha256(canonical_json(self).encode()).hexdigest()
 
     @property

@@ -3,13 +3,11 @@ hash, so a warm start reads JSON instead of importing PyYAML and running its pur
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from sglwrap.fsutil import cache_dir
+from sglwrap import diskcache
 
 
 class YamlSyntaxError(ValueError):
@@ -22,19 +20,13 @@ class YamlSyntaxError(ValueError):
         self.column = column
 
 
-def _cache_file(text: str, environ: Mapping[str, str] | None) -> Path:
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-    return cache_dir(environ) / "yaml" / f"{digest}.json"
-
-
 def safe_load(text: str, environ: Mapping[str, str] | None = None) -> Any:
     """``yaml.safe_load(text)``, from the cache when this exact text was parsed before. Raises YamlSyntaxError.
     Documents that do not round-trip through JSON (dates, non-string keys) are parsed every time."""
-    cache = _cache_file(text, environ)
-    try:
-        return json.loads(cache.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        pass
+    name = diskcache.digest(text)
+    hit = diskcache.load("yaml", name, environ)
+    if hit is not None:
+        return hit
     import yaml
 
     try:
@@ -47,10 +39,8 @@ def safe_load(text: str, environ: Mapping[str, str] | None = None) -> Any:
         encoded = json.dumps(data)
         if json.loads(encoded) != data:
             return data
-        from sglwrap.fsutil import atomic_write_text
-
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(cache, encoded, 0o644)
-    except (TypeError, ValueError, OSError):
-        pass
+    except (TypeError, ValueError):
+        return data
+    if data is not None:  # an empty document is parsed again (cheap), never mistaken for a miss
+        diskcache.store("yaml", name, data, environ)
     return data

@@ -124,9 +124,9 @@ def test_cache_is_reused_and_equal(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
     env = {"XDG_CACHE_HOME": str(tmp_path)}
     first = raw_entries(environ=env)
-    cached = list((tmp_path / "sglwrap").glob("compat-*.json"))
+    cached = list((tmp_path / "sglwrap" / "compat").glob("*.json"))
     assert len(cached) == 1
-    assert raw_entries(environ=env) == first == json.loads(cached[0].read_text())
+    assert raw_entries(environ=env) == first == json.loads(cached[0].read_text())["value"]
 
 
 @pytest.mark.parametrize("applies,why", [

@@ -106,8 +106,8 @@ def test_a_kept_result_answers_only_under_the_release_stamps_it_was_kept_with(tm
 
     stamps = release_stamps(sys.executable)
     assert stamps and stamps[0][0] == os.path.realpath(sys.executable)
-    path = tmp_path / "k.json"
-    keep(path, stamps, {"ok": True})
-    assert read_kept(path, stamps) == {"ok": True}
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    keep("k", stamps, {"ok": True}, env)
+    assert read_kept("k", stamps, env) == {"ok": True}
     reinstalled = [[p, size, mtime + 1, ino] for p, size, mtime, ino in stamps]  # a reinstall rewrites the files
-    assert read_kept(path, reinstalled) is None
+    assert read_kept("k", reinstalled, env) is None

@@ -61,7 +61,8 @@ READERS = [("sglwrap.memory.facts", "read_model_facts"), ("sglwrap.memory.model"
            ("sglwrap.preflight.checks_hostenv", "port_in_use"), ("sglwrap.preflight.checks_hostenv", "mem_available"),
            ("sglwrap.preflight.deps", "_unmet"), ("sglwrap.preflight.deps", "environment"),
            ("sglwrap.preflight.deps", "transformers_model_types"), ("sglwrap.preflight.deps", "sglang_model_types"),
-           ("sglwrap.fsutil", "cache_dir"), ("sglwrap.diskmemo", "disk_memo")]
+           ("sglwrap.fsutil", "cache_dir"), ("sglwrap.diskcache", "load"), ("sglwrap.diskcache", "store"),
+           ("sglwrap.diskcache", "from_files")]
 
 
 @contextmanager

@@ -14,7 +14,6 @@ or asserts it) and ``maintainer`` (a maintainer confirmed it, or a merged fix na
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -152,14 +151,6 @@ def _files(data_dir: Path) -> list[Path]:
     return sorted(p for p in data_dir.glob("*.yaml") if p.is_file())
 
 
-def _stamp(files: list[Path]) -> str:
-    parts = []
-    for p in files:
-        st = p.stat()
-        parts.append(f"{p.name}:{st.st_size}:{st.st_mtime_ns}")
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
-
-
 def _parse(files: list[Path]) -> list[dict[str, Any]]:
     import yaml
 
@@ -187,20 +178,16 @@ def _parse(files: list[Path]) -> list[dict[str, Any]]:
 
 def raw_entries(data_dir: Path = DATA_DIR, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The raw entries of every domain file, from the JSON cache when the files are unchanged."""
+    from sglwrap import diskcache
+
     files = _files(data_dir)
-    stamp = _stamp([*files, Path(__file__)])  # this module validates what the cache holds
-    from sglwrap.fsutil import cache_dir
-
-    cache = cache_dir(environ) / f"compat-{stamp}.json"
-    try:
-        cached: list[dict[str, Any]] = json.loads(cache.read_text(encoding="utf-8"))
+    stamps = diskcache.stamp([*files, Path(__file__)])  # this module validates what the cache holds
+    name = diskcache.key(str(data_dir))
+    cached: list[dict[str, Any]] | None = diskcache.load("compat", name, environ, stamps=stamps)
+    if cached is not None:
         return cached
-    except (OSError, ValueError):
-        pass
     entries = _parse(files)
-    from sglwrap.host.stack import _write_atomic
-
-    _write_atomic(cache, json.dumps(entries, default=str))
+    diskcache.store("compat", name, entries, environ, stamps=stamps)
     return entries
 
 

@@ -226,9 +226,9 @@ def _nvcc_release(nvcc: str) -> str | None:
     m = re.search(r"cuda-(\d+\.\d+)", real)
     if m:
         return m.group(1)
-    from sglwrap.diskmemo import disk_memo
+    from sglwrap.diskcache import from_files
 
-    found: str | None = disk_memo("nvcc-release", [Path(real)], lambda: _nvcc_version_output(nvcc))
+    found: str | None = from_files("nvcc-release", [Path(real)], lambda: _nvcc_version_output(nvcc))
     return found
 
 
@@ -319,23 +319,19 @@ def _acs_control(cfg: bytes) -> int | None:
     return None
 
 
-def cache_path(environ: Mapping[str, str]) -> Path:
-    """Where the per-file architecture cache lives."""
-    from sglwrap.fsutil import cache_dir
-
-    return cache_dir(environ) / "binaries.json"
+# Readings kept per file (keyed by path, size and mtime); beyond this many the oldest are dropped when one is added.
+MAX_READINGS = 4096
 
 
 def binary_facts(site_dirs: Iterable[str], environ: Mapping[str, str], *, live: bool = True,
                  versions: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Everything above, for HostFacts.binaries. ``live`` adds what only this machine can answer (libcuda, /sys);
     ``versions`` (installed distributions) keys the per-package cache."""
+    from sglwrap import diskcache
+
     sites = list(site_dirs)
-    path = cache_path(environ)
-    try:
-        cache: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        cache = {}
+    kept = diskcache.load("binaries", "readings", environ)
+    cache: dict[str, Any] = dict(kept) if isinstance(kept, dict) else {}
     before = len(cache)
     out: dict[str, Any] = {"arches": package_arches(sites, cache, versions)}
     nccl = find_libnccl(sites, environ)
@@ -356,9 +352,8 @@ def binary_facts(site_dirs: Iterable[str], environ: Mapping[str, str], *, live: 
         out["acs"] = acs_redirect_bridges()
         out["nvidia_caps"] = os.path.exists("/dev/nvidia-caps")
     if len(cache) != before:
-        from sglwrap.host.stack import _write_atomic
-
-        _write_atomic(path, json.dumps(cache, sort_keys=True))
+        # insertion order is age: a JSON object keeps it, so the oldest readings are the first dropped
+        diskcache.store("binaries", "readings", dict(list(cache.items())[-MAX_READINGS:]), environ)
     return out
 
 

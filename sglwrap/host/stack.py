@@ -9,7 +9,6 @@ under ``$XDG_CACHE_HOME/sglwrap/stack/`` keyed by the versions, the driver and t
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 import sys
@@ -18,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sglwrap import diskcache
 from sglwrap.distinfo import installed_versions
-from sglwrap.fsutil import cache_dir
 from sglwrap.interpreter import interpreter_id, is_running
 
 # Packages whose versions decide what works (issue 3); the first found of each alias group is reported.
@@ -73,37 +72,21 @@ def package_versions(python: str | None = None, names: Iterable[str] = PACKAGES,
     under the site directories' mtimes (installing or removing a distribution changes them)."""
     paths = site_paths(python or sys.executable)
     wanted = tuple(names)
-    stamp = []
-    for p in paths:
-        try:
-            stamp.append(f"{p}:{os.stat(p).st_mtime_ns}")
-        except OSError:
-            stamp.append(p)
-    key = hashlib.sha256(json.dumps([stamp, wanted]).encode()).hexdigest()[:20]
-    cache = cache_dir(environ) / "stack" / f"packages-{key}.json"
-    try:
-        cached: dict[str, str] = json.loads(cache.read_text(encoding="utf-8"))
+    stamps = diskcache.stamp(paths)  # a site directory's mtime moves when a distribution comes or goes
+    name = "packages-" + diskcache.key(paths, wanted)
+    cached: dict[str, str] | None = diskcache.load("stack", name, environ, stamps=stamps)
+    if cached is not None:
         return cached
-    except (OSError, ValueError):
-        pass
     out = dict(sorted(installed_versions(wanted, paths).items()))  # the order a cached read gives
-    _write_atomic(cache, json.dumps(out, sort_keys=True))
+    diskcache.store("stack", name, out, environ, stamps=stamps)
     return out
 
 
 def probe_key(python: str, packages: Mapping[str, str], driver: str | None, uuids: Iterable[str | None]) -> str:
     """The cache key of one stack probe: interpreter, versions, driver, GPUs and the probe script itself."""
-    blob = json.dumps(
-        {
-            "python": interpreter_id(python),
-            "packages": dict(sorted(packages.items())),
-            "driver": driver,
-            "uuids": sorted(u or "" for u in uuids),
-            "script": hashlib.sha256(PROBE_SCRIPT.read_bytes()).hexdigest(),
-        },
-        sort_keys=True,
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+    return diskcache.key({"python": interpreter_id(python), "packages": dict(sorted(packages.items())),
+                          "driver": driver, "uuids": sorted(u or "" for u in uuids),
+                          "script": diskcache.digest(PROBE_SCRIPT.read_bytes())})
 
 
 def probe_stack(
@@ -116,14 +99,12 @@ def probe_stack(
     refresh: bool = False,
 ) -> dict[str, Any]:
     """The import-level facts of ``python``'s stack, from the cache or one subprocess (its cost is recorded)."""
-    path = cache_dir(environ) / "stack" / f"{probe_key(python, packages, driver, uuids)}.json"
+    name = probe_key(python, packages, driver, uuids)
     if not refresh:
-        try:
-            cached: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        cached: dict[str, Any] | None = diskcache.load("stack", name, environ)
+        if isinstance(cached, dict):
             cached["cache"] = "hit"
             return cached
-        except (OSError, ValueError):
-            pass
     start = time.monotonic()
     from sglwrap.term import progress
 
@@ -137,7 +118,7 @@ def probe_stack(
         result = {"error": f"unreadable probe output: {out[-500:]}"}
     result["probe_seconds"] = round(time.monotonic() - start, 3)
     if "error" not in result:
-        _write_atomic(path, json.dumps(result, sort_keys=True))
+        diskcache.store("stack", name, result, environ)
     result["cache"] = "miss"
     return result
 
@@ -157,16 +138,3 @@ def _run(argv: list[str], *, timeout: float, env: Mapping[str, str] | None = Non
     except (OSError, subprocess.TimeoutExpired) as e:
         return 127, str(e)
     return proc.returncode, proc.stdout if proc.returncode == 0 else (proc.stdout + proc.stderr)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    import tempfile
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a cache we cannot write only costs time

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sglwrap.diskmemo import disk_memo
+from sglwrap.diskcache import from_files
 from sglwrap.preflight.model import Context, Status, Verdict
 from sglwrap.versions import InvalidVersion, Version, at_least, before, strict
 
@@ -114,7 +114,7 @@ def entry_classes(models_dir: Path) -> frozenset[str]:
     from sglwrap.sglang.generate import read_architectures
 
     files = sorted(models_dir.glob("*.py"))
-    names = disk_memo("entry-classes", [models_dir, *files],
+    names = from_files("entry-classes", [models_dir, *files],
                       lambda: read_architectures(models_dir.parent.parent)["architectures"])
     return frozenset(names)
 
@@ -566,7 +566,7 @@ def draft_archs_of(model_config_py: Path) -> frozenset[str]:
                         out.update(n.value for n in ast.walk(c) if isinstance(n, ast.Constant) and isinstance(n.value, str))
         return sorted(out)
 
-    return frozenset(disk_memo("draft-archs", [model_config_py], read))
+    return frozenset(from_files("draft-archs", [model_config_py], read))
 
 
 def release_draft_archs(ctx: Context, version: str) -> tuple[frozenset[str], str] | None:

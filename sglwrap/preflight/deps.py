@@ -101,14 +101,14 @@ def unmet_requirements(requires: Iterable[str], installed: Mapping[str, str]) ->
 def _unmet(python: str) -> list[PinProblem]:
     """``unmet_requirements`` of the target's SGLang against its environment, kept on disk under the same stamps as
     the environment and this interpreter's version (its markers are evaluated here)."""
-    from sglwrap.diskmemo import disk_memo
+    from sglwrap.diskcache import from_files
 
     def compute() -> list[list[str | None]]:
         versions, requires, _ = environment(python)
         return [[p.requirement, p.installed] for p in unmet_requirements(requires, versions)]
 
     kind = "unmet-{}.{}.{}-{}".format(*sys.version_info[:3], sys.platform)
-    kept = disk_memo(kind, dist_info_paths(python), compute)
+    kept = from_files(kind, dist_info_paths(python), compute)
     return [PinProblem(str(r), None if i is None else str(i)) for r, i in kept]
 
 

@@ -1,7 +1,7 @@
 """What is installed for the target interpreter, read from package metadata and ``ast`` (nothing is imported): the
 distributions and their versions, SGLang's ``Requires-Dist``, the package directories of ``sglang`` and
 ``transformers``, and the model types and classes those two register. Each reading is kept on disk under stamps of
-the files it came from (``sglwrap.diskmemo``)."""
+the files it came from (``sglwrap.diskcache``)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ def environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dict[str,
     disk by the site directories' ``*.dist-info`` entries (their names and stamps: an install or removal changes
     them; the directories' own mtimes are no key, as any file written beside them, in a working directory on the
     path, would change them)."""
-    from sglwrap.diskmemo import disk_memo
+    from sglwrap.diskcache import from_files
 
-    raw = disk_memo("environment", dist_info_paths(python), lambda: list(_read_environment(python)))
+    raw = from_files("environment", dist_info_paths(python), lambda: list(_read_environment(python)))
     return dict(raw[0]), tuple(raw[1]), dict(raw[2])
 
 
@@ -78,10 +78,10 @@ def _read_environment(python: str) -> tuple[dict[str, str], tuple[str, ...], dic
 def transformers_model_types(pkg: Path) -> frozenset[str]:
     """The ``model_type`` keys of transformers' ``CONFIG_MAPPING_NAMES`` (``models/auto/configuration_auto.py``,
     ``auto_mappings.py`` in newer releases): its assignments and ``.update(...)`` calls, read with ``ast``."""
-    from sglwrap.diskmemo import disk_memo
+    from sglwrap.diskcache import from_files
 
     files = [pkg / "models" / "auto" / n for n in ("configuration_auto.py", "auto_mappings.py")]
-    return frozenset(disk_memo("transformers-model-types", files, lambda: sorted(_model_types(pkg))))
+    return frozenset(from_files("transformers-model-types", files, lambda: sorted(_model_types(pkg))))
 
 
 def _model_types(pkg: Path) -> set[str]:
@@ -117,7 +117,7 @@ def _model_types(pkg: Path) -> set[str]:
 def transformers_classes(pkg: Path) -> frozenset[str]:
     """Model class names transformers' auto mappings name (``models/auto/modeling_auto.py``): what SGLang's
     Transformers backend can resolve with ``getattr(transformers, arch)``."""
-    from sglwrap.diskmemo import disk_memo
+    from sglwrap.diskcache import from_files
 
     path = pkg / "models" / "auto" / "modeling_auto.py"
 
@@ -133,7 +133,7 @@ def transformers_classes(pkg: Path) -> frozenset[str]:
                 out.add(str(n.elts[1].value))  # type: ignore[attr-defined]
         return sorted(out)
 
-    return frozenset(disk_memo("transformers-classes", [path], read))
+    return frozenset(from_files("transformers-classes", [path], read))
 
 
 def installed_dirs(python: str) -> dict[str, str]:
@@ -152,13 +152,13 @@ def sglang_model_types(pkg: Path) -> frozenset[str]:
     """Model types SGLang registers with ``AutoConfig`` itself: ``model_type = "..."`` class attributes of its config
     classes (``srt/configs/**``, ``srt/models/*``) and ``_CONFIG_REGISTRY["..."]`` entries
     (``srt/utils/hf_transformers/common.py:117-290`` in 0.5.23)."""
-    from sglwrap.diskmemo import disk_memo
+    from sglwrap.diskcache import from_files
 
     srt = pkg / "srt"
     files = sorted([*(srt / "configs").rglob("*.py"), *(srt / "models").glob("*.py"),
                     *(srt / "utils" / "hf_transformers").glob("*.py"), srt / "hf_transformers_utils.py"])
     files = [f for f in files if f.is_file()]
-    return frozenset(disk_memo("sglang-model-types", files, lambda: sorted(_sglang_types(files))))
+    return frozenset(from_files("sglang-model-types", files, lambda: sorted(_sglang_types(files))))
 
 
 def _sglang_types(files: list[Path]) -> set[str]:

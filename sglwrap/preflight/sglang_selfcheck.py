@@ -19,16 +19,14 @@ rules of ``checks_model`` stand in.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from sglwrap.fsutil import atomic_write_text
+from sglwrap import diskcache
 from sglwrap.preflight.model import Context, Status, Verdict
 
 SELFCHECK_TIMEOUT_S = 240
@@ -116,10 +114,9 @@ except BaseException as e:
 '''
 
 
-def _cache_dir(environ: Mapping[str, str], process: Mapping[str, str]) -> Path:
-    base = environ.get("XDG_CACHE_HOME") or process.get("XDG_CACHE_HOME") or os.path.join(
-        process.get("HOME") or os.path.expanduser("~"), ".cache")
-    return Path(base) / "sglwrap" / "selfcheck"
+def _cache_environ(environ: Mapping[str, str], process: Mapping[str, str]) -> dict[str, str]:
+    """The variables that place sglwrap's cache: the launch's over sglwrap's own process's."""
+    return {k: v for k, v in {**process, **environ}.items() if k in ("XDG_CACHE_HOME", "HOME")}
 
 
 def _sub_model_path(argv: Sequence[str], model_path: str, directory: str) -> list[str]:
@@ -152,10 +149,8 @@ def selfcheck_key(spec: Mapping[str, Any], python: str, version: str, config_byt
     keyed = {k: v for k, v in spec.items() if k != "argv"} if "options" in spec else dict(spec)
     from sglwrap.interpreter import interpreter_id
 
-    blob = json.dumps({"schema": CACHE_SCHEMA, "v": version, "python": interpreter_id(python), "spec": keyed,
-                       "config": hashlib.sha256(config_bytes).hexdigest(),
-                       "child": hashlib.sha256(_CHILD.encode()).hexdigest()}, sort_keys=True, default=repr)
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+    return diskcache.key({"schema": CACHE_SCHEMA, "v": version, "python": interpreter_id(python), "spec": keyed,
+                          "config": diskcache.digest(config_bytes), "child": diskcache.digest(_CHILD)})
 
 
 def release_stamps(python: str) -> list[list[Any]]:
@@ -178,25 +173,15 @@ def release_stamps(python: str) -> list[list[Any]]:
     return out
 
 
-def read_kept(path: Path, stamps: list[list[Any]]) -> dict[str, Any] | None:
-    """The kept result at ``path`` when it was stored with exactly ``stamps``, else None."""
-    try:
-        kept = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    if not isinstance(kept, dict) or kept.get("stamps") != stamps or not isinstance(kept.get("result"), dict):
-        return None
-    result: dict[str, Any] = kept["result"]
-    return result
+def read_kept(key: str, stamps: list[list[Any]], environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """The result kept under ``key`` when it was stored with exactly ``stamps``, else None."""
+    kept = diskcache.load("selfcheck", key, environ, stamps=stamps)
+    return kept if isinstance(kept, dict) else None
 
 
-def keep(path: Path, stamps: list[list[Any]], result: Mapping[str, Any]) -> None:
+def keep(key: str, stamps: list[list[Any]], result: Mapping[str, Any], environ: Mapping[str, str]) -> None:
     """Store ``result`` with the release stamps taken before it was computed (a read-only cache costs time only)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({"stamps": stamps, "result": result}), mode=0o644)
-    except OSError:
-        pass
+    diskcache.store("selfcheck", key, dict(result), environ, stamps=stamps)
 
 
 def run_child(python: str, spec: Mapping[str, Any], env: Mapping[str, str],
@@ -266,9 +251,9 @@ def check_sglang_selfcheck(ctx: Context) -> Verdict:
             "mem_bytes": g0.memory_total_bytes if g0 else 0, "gpu_name": g0.name if g0 else "", "env": sglang_env,
             "options": verdict_options(ctx.args.given_values)}
     key = selfcheck_key(spec, python, version, mf.text.encode())
-    cache = _cache_dir(ctx.environ, ctx.process_environ) / f"{key}.json"
+    cache_env = _cache_environ(ctx.environ, ctx.process_environ)
     stamps = release_stamps(python)  # taken before the child reads the release
-    res = read_kept(cache, stamps)
+    res = read_kept(key, stamps, cache_env)
     if res is not None:
         return selfcheck_verdict(res, version, cached=True)
     if not ctx.deep:
@@ -282,7 +267,7 @@ def check_sglang_selfcheck(ctx: Context) -> Verdict:
     res = run_child(python, child, env)
     # every outcome is kept, a timeout too: the same command line never waits for the child again (the key holds
     # the release, the options, the config and this harness; the stamps a reinstall of the release)
-    keep(cache, stamps, res)
+    keep(key, stamps, res, cache_env)
     return selfcheck_verdict(res, version, cached=False)
 
 

@@ -10,7 +10,6 @@ table; nothing else reads SGLang's argv.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from dataclasses import dataclass, field, replace
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sglwrap.errors import ConfigError
-from sglwrap.fsutil import atomic_write_text, cache_dir
+from sglwrap import diskcache
 from sglwrap.interpreter import interpreter_id
 from sglwrap.sglang.release import TargetRelease, resolve_target, target_python
 from sglwrap.versions import Version, known_releases
@@ -143,19 +142,13 @@ def target_release(python: str | None = None, assume_version: str | None = None,
 
 def _installed_table(python: str, version: str, environ: dict[str, str] | None) -> FlagTable:
     # keyed by the interpreter and by this introspection script, so a newer sglwrap never reads an older reading
-    key = hashlib.sha256(interpreter_id(python).encode() + _GENERATOR.read_bytes()).hexdigest()[:10]
-    cached = cache_dir(environ) / "sglang" / f"flags-{version}-{key}.json"
-    if cached.is_file():
-        try:
-            raw = json.loads(cached.read_text())
-            if raw.get("schema") == TABLE_SCHEMA and raw.get("version") == version:
-                return table_from_json(raw, f"cache:{cached}")
-        except (OSError, json.JSONDecodeError):
-            pass
+    name = f"flags-{version}-" + diskcache.key(interpreter_id(python), diskcache.digest(_GENERATOR.read_bytes()))
+    raw = diskcache.load("sglang", name, environ)
+    if isinstance(raw, dict) and raw.get("schema") == TABLE_SCHEMA and raw.get("version") == version:
+        return table_from_json(raw, f"cache:{diskcache.location('sglang', name, environ)}")
     sys.stderr.write(f"sglwrap: reading SGLang {version}'s flags from {python} (once per version, ~10 s)…\n")
     raw = introspect(python, version)
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(cached, json.dumps(raw), mode=0o644)
+    diskcache.store("sglang", name, raw, environ)
     return table_from_json(raw, f"introspected:{python}")
 
 

@@ -50,15 +50,16 @@ def key(*parts: object) -> str:
     return digest(json.dumps(parts, sort_keys=True, default=str, separators=(",", ":")))
 
 
-def stamp(paths: Iterable[Path | str]) -> list[list[Any]]:
-    """``[path, size, mtime_ns]`` of each file that exists, taken now (before the files are read)."""
+def stamp(paths: Iterable[Path | str], *, inode: bool = False) -> list[list[Any]]:
+    """``[path, size, mtime_ns]`` (and the inode, for files an installer replaces rather than rewrites) of each file
+    that exists, taken now (before the files are read)."""
     out: list[list[Any]] = []
     for p in paths:
         try:
             st = os.stat(p)
         except OSError:
             continue
-        out.append([str(p), st.st_size, st.st_mtime_ns])
+        out.append([str(p), st.st_size, st.st_mtime_ns, *([st.st_ino] if inode else [])])
     return out
 
 

@@ -163,14 +163,7 @@ def release_stamps(python: str) -> list[list[Any]]:
     paths = [os.path.realpath(python)]
     for site in site_paths(python):
         paths += sorted(glob.glob(os.path.join(glob.escape(site), "sglang-*.dist-info", "RECORD")))
-    out: list[list[Any]] = []
-    for p in paths:
-        try:
-            st = os.stat(p)
-        except OSError:
-            continue
-        out.append([p, st.st_size, st.st_mtime_ns, st.st_ino])
-    return out
+    return diskcache.stamp(paths, inode=True)
 
 
 def read_kept(key: str, stamps: list[list[Any]], environ: Mapping[str, str]) -> dict[str, Any] | None:

@@ -126,25 +126,33 @@ def memo(area: str, name: str, compute: Callable[[], Any], environ: Mapping[str,
 
 
 def _prune(directory: Path, limit: int) -> None:
-    """Remove the least recently used documents of ``directory`` beyond ``limit`` (and stale temp files)."""
+    """Remove the least recently used documents of ``directory`` beyond ``limit``, and temp files a crashed writer
+    left behind (older than ``_TOUCH_AFTER_S``)."""
     try:
-        entries = [e for e in os.scandir(directory) if e.name.endswith(".json") and e.is_file()]
+        entries = [e for e in os.scandir(directory) if e.is_file()]
     except OSError:
         return
-    if len(entries) <= limit:
-        return
-    aged = []
+    aged: list[tuple[int, str]] = []
+    stale = time.time() - _TOUCH_AFTER_S
     for e in entries:
         try:
-            aged.append((e.stat().st_mtime_ns, e.path))
+            mtime_ns = e.stat().st_mtime_ns
         except OSError:
             continue
+        if e.name.endswith(".json"):
+            aged.append((mtime_ns, e.path))
+        elif e.name.startswith(".") and e.name.endswith(".tmp") and mtime_ns / 1e9 < stale:
+            _unlink(e.path)
     aged.sort()
     for _mtime, path in aged[:max(0, len(aged) - limit)]:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        _unlink(path)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # another process pruned it first
 
 
 def from_files(kind: str, paths: Iterable[Path], compute: Callable[[], Any],

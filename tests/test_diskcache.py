@@ -103,3 +103,15 @@ def test_every_kept_reading_lives_in_a_bounded_area(tmp_path: Path) -> None:
     for area in top:
         files = list((tmp_path / "sglwrap" / area).glob("*.json"))
         assert len(files) <= diskcache.LIMITS[area], area
+
+
+def test_a_crashed_writers_temp_file_is_removed_once_stale(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    area = diskcache.location("yaml", "x", env).parent
+    area.mkdir(parents=True)
+    stale, fresh = area / ".k.json.abc.tmp", area / ".j.json.def.tmp"
+    stale.write_text("half")
+    fresh.write_text("being written")
+    os.utime(stale, (0, 0))
+    diskcache.store("yaml", "k", 1, env)
+    assert not stale.exists() and fresh.exists()

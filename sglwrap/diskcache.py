@@ -33,6 +33,9 @@ LIMITS: dict[str, int] = {
     "rehearse": 512,  # rehearsal verdicts per fingerprint, and the last one per launch argv
 }
 _TOUCH_AFTER_S = 3600.0
+# What sglwrap 0.1 kept beside the areas (one knowledge-base parse per edit of it, ~400 kB each, never removed): swept
+# when the knowledge base is next cached, which happens once after an upgrade.
+_LEGACY = ("compat-*.json", "binaries.json")
 
 
 def digest(data: bytes | str) -> str:
@@ -111,6 +114,10 @@ def store(area: str, name: str, value: Any, environ: Mapping[str, str] | None = 
     except (OSError, TypeError, ValueError):
         return None
     _prune(path.parent, LIMITS[area])
+    if area == "compat":
+        for pattern in _LEGACY:
+            for old in path.parent.parent.glob(pattern):
+                _unlink(str(old))
     return path
 
 

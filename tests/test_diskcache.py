@@ -115,3 +115,18 @@ def test_a_crashed_writers_temp_file_is_removed_once_stale(tmp_path: Path) -> No
     os.utime(stale, (0, 0))
     diskcache.store("yaml", "k", 1, env)
     assert not stale.exists() and fresh.exists()
+
+
+def test_the_knowledge_base_caches_of_older_versions_are_swept_when_it_is_next_cached(tmp_path: Path) -> None:
+    from sglwrap.compat.kb import raw_entries
+
+    root = tmp_path / "sglwrap"
+    root.mkdir()
+    legacy = [root / "compat-0cf8a9482d69a57f8eb5.json", root / "binaries.json"]
+    for f in legacy:
+        f.write_text("{}")
+    keep = root / "notes.txt"  # not ours to remove
+    keep.write_text("x")
+    raw_entries(environ=_env(tmp_path))
+    assert not any(f.exists() for f in legacy) and keep.exists()
+    assert len(list((root / "compat").glob("*.json"))) == 1

@@ -213,16 +213,12 @@ def installed_differences(doc: dict[str, Any], version: str, root: Path) -> list
 
 
 def _installed() -> tuple[str, Path] | None:
-    import importlib.metadata
-    import importlib.util
-    try:
-        version = importlib.metadata.version("sglang")
-        spec = importlib.util.find_spec("sglang")
-    except (importlib.metadata.PackageNotFoundError, ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return version, Path(list(spec.submodule_search_locations)[0])
+    """The installed SGLang's version and package directory, or None."""
+    from sglwrap.preflight.checks_model import installed_package_dir
+    from sglwrap.sglang.release import installed_version_text
+
+    version, pkg = installed_version_text(sys.executable), installed_package_dir(sys.executable)
+    return (version, pkg) if version and pkg else None
 
 
 def _report(problems: list[str], ok: str, bad: str) -> int:

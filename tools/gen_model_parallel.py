@@ -244,16 +244,11 @@ def installed_differences(text: str, version: str, models_dir: Path) -> list[str
 
 def _installed() -> tuple[str, Path] | None:
     """The installed SGLang's version and ``srt/models`` directory, or None."""
-    import importlib.metadata
-    import importlib.util
-    try:
-        version = importlib.metadata.version("sglang")
-        spec = importlib.util.find_spec("sglang")
-    except (importlib.metadata.PackageNotFoundError, ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return version, Path(list(spec.submodule_search_locations)[0]) / "srt" / "models"
+    from sglwrap.preflight.checks_model import installed_package_dir
+    from sglwrap.sglang.release import installed_version_text
+
+    version, pkg = installed_version_text(sys.executable), installed_package_dir(sys.executable)
+    return (version, pkg / "srt" / "models") if version and pkg else None
 
 
 def _check_installed(out: Path) -> int:

@@ -19,8 +19,6 @@ they may hold secrets):
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from sglwrap import __version__
+from sglwrap import __version__, diskcache
 from sglwrap.host.facts import HostFacts
 
 ENV_PREFIXES: Final = ("NCCL_", "SGLANG_", "SGL_", "CUDA_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "TRITON_",
@@ -72,13 +70,9 @@ class Fingerprint:
         return out
 
 
-def _h(value: object) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def relevant_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The variables SGLang and the libraries it loads read, each as a digest of its value."""
-    return {k: _h(v) for k, v in sorted(environ.items())
+    return {k: diskcache.key(v) for k, v in sorted(environ.items())
             if not k.startswith("SGLWRAP_") and (k in ENV_NAMES or k.startswith(ENV_PREFIXES))}
 
 
@@ -140,7 +134,7 @@ def model_part(model_path: str | None) -> dict[str, Any]:
         text = config.read_bytes()
     except (SglwrapError, OSError):
         return {"path": model_path, "config": None}
-    out: dict[str, Any] = {"config": hashlib.sha256(text).hexdigest()[:16],
+    out: dict[str, Any] = {"config": diskcache.digest(text),
                            "from": where.split(" ", 1)[0]}
     if where.startswith(("local", "hf-cache")):
         files: dict[str, Any] = {}
@@ -152,7 +146,7 @@ def model_part(model_path: str | None) -> dict[str, Any]:
             st = _stamp(p)
             if st is not None:
                 files[p.name] = st[1:]  # size and mtime: an HF snapshot's files are symlinks into blobs
-        out["files"] = _h(files)
+        out["files"] = diskcache.key(files)
     return out
 
 
@@ -160,12 +154,12 @@ def fingerprint(argv: Sequence[str], *, profile_hash: str, environ: Mapping[str,
                 model_path: str | None, site_dirs: Iterable[str], layers: int | None = None) -> Fingerprint:
     """The fingerprint of rehearsing the launch ``argv`` (see the module docstring for the parts)."""
     parts: dict[str, Any] = {
-        "argv": _h([list(argv), layers]),
+        "argv": diskcache.key([list(argv), layers]),
         "profile": profile_hash,
         "env": relevant_env(environ),
-        "packages": {k: _h(v) for k, v in package_stamps(site_dirs).items()},
-        "host": _h(host_part(facts)),
-        "model": _h(model_part(model_path)),
+        "packages": {k: diskcache.key(v) for k, v in package_stamps(site_dirs).items()},
+        "host": diskcache.key(host_part(facts)),
+        "model": diskcache.key(model_part(model_path)),
         "sglwrap": __version__,
     }
-    return Fingerprint(digest=hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest(), parts=parts)
+    return Fingerprint(digest=diskcache.key(parts), parts=parts)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from sglwrap.record import Record
+
 
 _INT_RE = re.compile(r"-?(0[xX][0-9a-fA-F]+|\d+)")
 
 
-@dataclass(frozen=True)
-class EnvVar:
+class EnvVar(Record):
     """One known variable. ``kind`` is int, enum, list, str or path; ``tokens`` are the allowed words."""
 
     name: str

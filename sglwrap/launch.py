@@ -12,7 +12,6 @@ import shlex
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from sglwrap.errors import ConfigError, UsageError
 from sglwrap.fsutil import atomic_write_text
 from sglwrap.host.facts import HostFacts
 from sglwrap.profiles import Profile
+from sglwrap.record import Record, field, replace
 from sglwrap.settings import FEATURES, SETTINGS
 from sglwrap.sglang.cmdline import SglangCmdline
 from sglwrap.sglang.flags import FlagTable, pick_flag
@@ -57,8 +57,7 @@ def entry_argv(python: str, module: str) -> list[str]:
     return [python, "-m", module]
 
 
-@dataclass(frozen=True)
-class LaunchPlan:
+class LaunchPlan(Record):
     """Everything a launch will do, decided before anything is written or executed."""
 
     profile: Profile
@@ -312,8 +311,7 @@ def require_user_args(args: Sequence[str]) -> None:
                          "--tp-size 8")
 
 
-@dataclass(frozen=True)
-class LaunchOptions:
+class LaunchOptions(Record):
     """sglwrap's own launch options (everything else on the command line belongs to SGLang)."""
 
     profile: str

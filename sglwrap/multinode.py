@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Final
 
 from sglwrap.errors import ConfigError
+from sglwrap.record import Record
 from sglwrap.sglang.cmdline import SglangCmdline
 
 DIST_PORT_VAR: Final = "SGLWRAP_DIST_INIT_PORT"
 DEFAULT_DIST_PORT: Final = 20000  # the port SGLang's multi-node docs use for --dist-init-addr
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(Record):
     """Where this node sits in a multi-node launch, and which source said so."""
 
     sglang_args: tuple[str, ...]  # the user's args plus anything derived (appended)
@@ -43,8 +42,7 @@ class Placement:
                 "source": self.source, "added": list(self.added), "notes": list(self.notes)}
 
 
-@dataclass(frozen=True)
-class _Orchestrator:
+class _Orchestrator(Record):
     name: str
     rank_vars: tuple[str, ...]
     size_vars: tuple[str, ...]

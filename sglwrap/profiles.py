@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from sglwrap import envvars, yamlcache
 from sglwrap.errors import ProfileError
+from sglwrap.record import Record, field, replace
 from sglwrap.settings import FEATURE_MODES, FEATURES, SETTINGS
 
 TOP_KEYS = ("name", "description", "evidence", "extends", "env", "sglang", "features")
@@ -24,16 +24,14 @@ ENV_ENTRY_KEYS = ("value", "force")
 _MAX_DEPTH = 16
 
 
-@dataclass(frozen=True)
-class EnvSetting:
+class EnvSetting(Record):
     """One variable: the exact string to set and whether to overwrite a value SGLang or the user already set."""
 
     value: str
     force: bool = False
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(Record):
     """A resolved profile (inheritance applied, every value validated)."""
 
     name: str
@@ -143,8 +141,7 @@ def _candidates(name: str, dirs: list[Path]) -> list[Path]:
     return out
 
 
-@dataclass(frozen=True)
-class ListedProfile:
+class ListedProfile(Record):
     """One name on the search path: the file that wins, where it comes from, and the profile or why it is broken."""
 
     name: str

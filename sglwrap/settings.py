@@ -9,11 +9,11 @@ first one the target release's flag table has, matched exactly: this list is the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from sglwrap.record import Record
 
 
-@dataclass(frozen=True)
-class Setting:
+
+class Setting(Record):
     """A server setting a profile may set; ``flags`` are candidate spellings, newest first."""
 
     name: str
@@ -52,8 +52,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
 )}
 
 
-@dataclass(frozen=True)
-class Feature:
+class Feature(Record):
     """A communication feature a profile can ask for; how it is turned on and off in SGLang."""
 
     name: str

@@ -29,10 +29,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import IO, Final
 
 from sglwrap.errors import ConfigError
+from sglwrap.record import Record
 from sglwrap.sdnotify import NOTIFY_VARIABLES, Notifier, watchdog_interval_s
 from sglwrap.sglang.cmdline import SglangCmdline
 from sglwrap.startup_status import status_for_line
@@ -53,8 +53,7 @@ DEFAULT_STOP_GRACE_S: Final = 90.0  # systemd's default TimeoutStopSec; units se
 STOP_GRACE_VAR: Final = "SGLWRAP_STOP_GRACE"
 
 
-@dataclass(frozen=True)
-class Endpoint:
+class Endpoint(Record):
     """Where SGLang's HTTP server listens, as seen from this host."""
 
     host: str
@@ -67,8 +66,7 @@ class Endpoint:
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
 
-@dataclass(frozen=True)
-class SuperviseConfig:
+class SuperviseConfig(Record):
     """How to judge readiness and how long to wait when stopping."""
 
     endpoint: Endpoint
@@ -82,8 +80,7 @@ class SuperviseConfig:
     progress_window_s: float = 1800.0
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(Record):
     """How the supervised child ended."""
 
     returncode: int  # Popen convention: -N when killed by signal N

@@ -28,12 +28,12 @@ import shlex
 import site
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from sglwrap import __version__
 from sglwrap.errors import UsageError
+from sglwrap.record import Record, field
 
 ENV_FILE: Final = "-/etc/sglwrap/%N.env"
 TIMEOUT_START: Final = "45min"
@@ -48,16 +48,14 @@ SECRET_WORDS: Final = frozenset({"key", "token", "secret", "password", "passwd",
 SECRET_MISSING_EXIT: Final = 78
 
 
-@dataclass(frozen=True)
-class Secret:
+class Secret(Record):
     """An SGLang flag whose value moves from ``ExecStart`` to a variable of the env file."""
 
     flag: str
     variable: str
 
 
-@dataclass(frozen=True)
-class UnitSpec:
+class UnitSpec(Record):
     """What goes into the unit. ``sglang_args`` holds :class:`Secret` references in place of secret values."""
 
     profile: str | None

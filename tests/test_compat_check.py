@@ -3,7 +3,6 @@ a downgrade reaches the profile (and so the launch); facts nobody knows never fi
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from sglwrap.host.catalogue import resolve_assume
@@ -12,6 +11,7 @@ from sglwrap.host.probe import apply_assume_stack
 from sglwrap.preflight import Status, run_preflight
 from sglwrap.preflight.checks_compat import entries
 from sglwrap.profiles import load_profile
+from sglwrap.record import replace
 from sglwrap.sglang.flags import bundled_table
 from tests.compat_helpers import model_dir
 
@@ -89,7 +89,7 @@ def test_every_matching_entry_is_named() -> None:
 
 def test_unknown_facts_do_not_fire_entries() -> None:
     """No package versions, no binaries, no /sys facts: only the GPU and the flags are known."""
-    bare = dataclasses.replace(resolve_assume("1xGB10"), packages={}, binaries={})
+    bare = replace(resolve_assume("1xGB10"), packages={}, binaries={})
     _, v = compat(bare)
     assert v.status is Status.PASS, v.reason
 
@@ -144,8 +144,8 @@ def test_sglang_missing_blocks_only_on_the_live_host() -> None:
 
     cat = facts("1xH200")
     assert status(cat) is Status.WARN
-    assert status(dataclasses.replace(cat, source="capture:box")) is Status.WARN
-    assert status(dataclasses.replace(cat, source="nvml")) is Status.BLOCK
+    assert status(replace(cat, source="capture:box")) is Status.WARN
+    assert status(replace(cat, source="nvml")) is Status.BLOCK
     assert status(facts("1xH200", sglang="0.5.23")) is Status.PASS
 
 
@@ -254,7 +254,7 @@ def test_dp_attention_before_0_4_6_only_for_the_models_that_take_it() -> None:
 def test_a_package_left_out_by_assume_stack_is_not_absent() -> None:
     """Planning another release drops the installed FlashInfer (that release brings its own): not 'missing'."""
     f = resolve_assume("1xRTX-5090")
-    f = dataclasses.replace(f, packages={**f.packages, "sglang": "0.5.23", "flashinfer-python": "0.7.2"})
+    f = replace(f, packages={**f.packages, "sglang": "0.5.23", "flashinfer-python": "0.7.2"})
     planned = apply_assume_stack(f, {"sglang": "0.5.19"})
     assert "flashinfer-python" in planned.probes.get("assume_stack_left_out", {})
     r = run_preflight(planned, load_profile("baseline"), ("--model-path", "Qwen/Qwen3-8B", "--attention-backend",

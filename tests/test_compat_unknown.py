@@ -3,7 +3,6 @@ blocks (the entry warns and says what was unknown), and a broken entry is a visi
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -13,6 +12,7 @@ from sglwrap.host.catalogue import resolve_assume
 from sglwrap.host.probe import apply_assume_stack, parse_assume_stack
 from sglwrap.preflight import checks_compat
 from sglwrap.preflight.model import Status
+from sglwrap.record import replace
 from sglwrap.sglang.pins import PINS_FILE, exact_pin, release_requirements
 from tests.compat_helpers import compat, fires, plan
 
@@ -83,7 +83,7 @@ def test_a_kernel_built_from_source_for_the_installed_torch_is_not_an_abi_mismat
         from sglwrap.profiles import load_profile
         from sglwrap.sglang.flags import bundled_table
 
-        r = run_preflight(dataclasses.replace(base, binaries=binaries), load_profile("baseline"), argv,
+        r = run_preflight(replace(base, binaries=binaries), load_profile("baseline"), argv,
                           flags=bundled_table("0.4.6.post2"))
         v = next(c for c in r.checks if c.id == "compat")
         return v.status if "[sgl-kernel-torch-abi-2.6]" in v.reason else None

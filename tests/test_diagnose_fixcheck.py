@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 
 from sglwrap.cli import main
 from sglwrap.diagnose import diagnose, fixcheck
+from sglwrap.record import replace
 
 from .conftest import REPO
 

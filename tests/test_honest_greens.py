@@ -3,7 +3,6 @@ cannot hold, a port no socket takes, a captured host without GPUs."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from sglwrap.host.catalogue import resolve_assume
 from sglwrap.host.facts import HostFacts, load_facts
 from sglwrap.preflight import Status, run_preflight
 from sglwrap.preflight import checks_model as cm
+from sglwrap.record import replace
 from sglwrap.sglang.flags import bundled_table
 
 from .conftest import REPO
@@ -29,12 +29,12 @@ def _checks(facts: HostFacts, argv: list[str]) -> dict[str, object]:
 
 def _live(spec: str = "8xH100") -> HostFacts:
     """The facts of a live host as NVML would give them (the GPU boundary)."""
-    return dataclasses.replace(resolve_assume(spec), source="nvml", packages={"sglang": "0.5.23"})
+    return replace(resolve_assume(spec), source="nvml", packages={"sglang": "0.5.23"})
 
 
 @pytest.mark.parametrize("path", ["/models/no-such-model", "./weights/llama", "~/no/such/dir/model"])
 def test_a_missing_local_model_path_warns_when_planned_and_blocks_live(path: str) -> None:
-    planned = _checks(dataclasses.replace(resolve_assume("8xH100"), packages={"sglang": "0.5.23"}),
+    planned = _checks(replace(resolve_assume("8xH100"), packages={"sglang": "0.5.23"}),
                       ["--model-path", path])["model-arch"]
     live = _checks(_live(), ["--model-path", path])["model-arch"]
     assert planned.status == Status.WARN and live.status == Status.BLOCK  # type: ignore[attr-defined]
@@ -110,7 +110,7 @@ def test_a_capture_without_gpus_warns_and_plans_as_the_live_host_would(
     assert "warning" in err.lower() and "0 GPU" in err
     captured = load_facts(out)
     argv = ["--model-path", MODEL]
-    live = run_preflight(dataclasses.replace(empty, packages=captured.packages), None, argv,
+    live = run_preflight(replace(empty, packages=captured.packages), None, argv,
                          flags=bundled_table("0.5.23"))
     planned = run_preflight(captured, None, argv, flags=bundled_table("0.5.23"))
     assert live.verdict == planned.verdict == "blocked"

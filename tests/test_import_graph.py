@@ -17,7 +17,7 @@ PKG = REPO / "sglwrap"
 # its full name wins over its package.
 LAYERS: dict[str, int] = {
     **dict.fromkeys(("sglwrap", "errors", "versions", "fsutil", "distinfo", "term", "log", "envvars", "settings",
-                     "diskcache", "yamlcache", "plotting", "sdnotify", "bounds", "interpreter", "hubcache"), 0),
+                     "diskcache", "yamlcache", "plotting", "sdnotify", "bounds", "interpreter", "hubcache", "record"), 0),
     **dict.fromkeys(("host", "sglang"), 1),
     **dict.fromkeys(("profiles", "memory", "argsplit", "sglang_env"), 2),
     "preflight.model": 3,  # Context, Verdict, Status, FeatureChange: the types checks and the knowledge base share

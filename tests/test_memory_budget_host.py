@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 
 from sglwrap import memory
 from sglwrap.host.facts import GpuProcess, facts_from_dict
+from sglwrap.record import replace
 
 FIX = Path(__file__).parent / "fixtures" / "hostfacts"
 LLAMA = str(Path(__file__).resolve().parents[1] / "sglwrap" / "data" / "models" / "Llama-3.1-8B")
@@ -30,9 +30,9 @@ def test_idle_captured_h200s_count_no_other_processes() -> None:
 def test_a_leftover_worker_holding_memory_shrinks_p_by_what_it_holds() -> None:
     facts = _h200x2()
     held = 20 * 2**30
-    busy = dataclasses.replace(facts.gpus[1], memory_free_bytes=facts.gpus[1].memory_free_bytes - held,  # type: ignore[operator]
+    busy = replace(facts.gpus[1], memory_free_bytes=facts.gpus[1].memory_free_bytes - held,  # type: ignore[operator]
                                processes=(GpuProcess(pid=4242, used_bytes=held, name="python3"),))
-    facts_busy = dataclasses.replace(facts, gpus=(facts.gpus[0], busy))
+    facts_busy = replace(facts, gpus=(facts.gpus[0], busy))
     argv = ["--model-path", LLAMA, "--tp-size", "2", "--mem-fraction-static", "0.8"]
     idle = memory.plan(facts, {}, argv, sglang_version="0.5.23").to_dict()["terms"]
     loaded = memory.plan(facts_busy, {}, argv, sglang_version="0.5.23").to_dict()["terms"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 from sglwrap.host.catalogue import resolve_assume
 from sglwrap.host.facts import GpuProcess, HostFacts, facts_from_dict
 from sglwrap.preflight import Status, run_preflight
+from sglwrap.record import replace
 from sglwrap.sglang.cmdline import parse_cmdline
 from sglwrap.profiles import load_profile
 from sglwrap.sglang.flags import bundled_table
@@ -45,7 +45,7 @@ def test_launch_args_gpus_needed(argv: list[str], need: int) -> None:
 
 
 def test_gpu_count_blocks_when_short_and_names_cvd() -> None:
-    facts = dataclasses.replace(h200(), cuda_visible_devices="0,1")
+    facts = replace(h200(), cuda_visible_devices="0,1")
     v = verdict(facts, "gpu-count", "--tp-size", "4")
     assert v.status is Status.BLOCK and "needs 4" in v.reason and "CUDA_VISIBLE_DEVICES=0,1" in v.reason
 
@@ -64,8 +64,8 @@ def test_gpu_count_per_node_with_nnodes() -> None:
 
 def test_gpu_count_mixed_gpus_warn() -> None:
     f = h200()
-    g1 = dataclasses.replace(f.gpus[1], name="NVIDIA H100 80GB HBM3", memory_total_bytes=80 * GIB)
-    v = verdict(dataclasses.replace(f, gpus=(f.gpus[0], g1)), "gpu-count", "--tp-size", "2")
+    g1 = replace(f.gpus[1], name="NVIDIA H100 80GB HBM3", memory_total_bytes=80 * GIB)
+    v = verdict(replace(f, gpus=(f.gpus[0], g1)), "gpu-count", "--tp-size", "2")
     assert v.status is Status.WARN
 
 
@@ -73,9 +73,9 @@ def with_procs(used_gib: float, pid: int = 31337) -> HostFacts:
     f = h200()
     g = f.gpus[0]
     used = int(used_gib * GIB)
-    g0 = dataclasses.replace(g, processes=(GpuProcess(pid, used, "python -m sglang.launch_server"),),
+    g0 = replace(g, processes=(GpuProcess(pid, used, "python -m sglang.launch_server"),),
                              memory_free_bytes=g.memory_total_bytes - used)
-    return dataclasses.replace(f, gpus=(g0, f.gpus[1]))
+    return replace(f, gpus=(g0, f.gpus[1]))
 
 
 def test_leftover_worker_holding_most_memory_blocks_with_its_pid() -> None:
@@ -89,8 +89,8 @@ def test_small_process_only_warns() -> None:
 
 def test_memory_used_by_unnamed_processes_is_reported() -> None:
     f = h200()
-    g0 = dataclasses.replace(f.gpus[0], memory_free_bytes=f.gpus[0].memory_total_bytes // 2)
-    v = verdict(dataclasses.replace(f, gpus=(g0, f.gpus[1])), "gpu-processes", "--tp-size", "2")
+    g0 = replace(f.gpus[0], memory_free_bytes=f.gpus[0].memory_total_bytes // 2)
+    v = verdict(replace(f, gpus=(g0, f.gpus[1])), "gpu-processes", "--tp-size", "2")
     assert v.status is Status.BLOCK and "cannot name" in v.reason
 
 
@@ -162,7 +162,7 @@ def test_sglang_flags_refused_when_the_command_line_is_read(argv: list[str], wor
 
 
 def test_sglang_flags_profile_setting_without_flag_in_old_sglang_blocks() -> None:
-    facts = dataclasses.replace(h200(), packages={**h200().packages, "sglang": "0.5.9"})
+    facts = replace(h200(), packages={**h200().packages, "sglang": "0.5.9"})
     r = run_preflight(facts, load_profile("lowgraph"), (), flags=bundled_table("0.5.9"))
     v = next(x for x in r.checks if x.id == "sglang-flags")
     assert v.status in (Status.PASS, Status.BLOCK)  # 0.5.9 spells it --cuda-graph-max-bs: must be found

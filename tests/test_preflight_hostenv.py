@@ -3,7 +3,6 @@ under --assume, and the rules on the numbers of real reports."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import resource
 import socket
@@ -18,6 +17,7 @@ from sglwrap.host.facts import HostFacts
 from sglwrap.preflight import Status, run_preflight
 from sglwrap.preflight import checks_hostenv as he
 from sglwrap.preflight.model import Verdict
+from sglwrap.record import replace
 from sglwrap.sglang.flags import bundled_table
 
 GIB, MIB = 2**30, 2**20
@@ -26,7 +26,7 @@ HOST_CASES = sorted((Path(__file__).parent / "corpus" / "preflight" / "m_host").
 
 def live() -> HostFacts:
     """This machine as NVML would describe it (the GPUs do not matter to these checks; the source does)."""
-    return dataclasses.replace(resolve_assume("2xH200"), source="nvml")
+    return replace(resolve_assume("2xH200"), source="nvml")
 
 
 def checks(facts: HostFacts, *argv: str, environ: dict[str, str] | None = None) -> dict[str, Verdict]:

@@ -4,7 +4,6 @@ the independent reference for what each release registers."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pwd
 import os
@@ -19,6 +18,7 @@ from sglwrap.preflight import Status, run_preflight
 from sglwrap.preflight import checks_model as cm
 from sglwrap.preflight.deps import config_verdict, unmet_requirements
 from sglwrap.preflight.model import Verdict
+from sglwrap.record import replace
 from sglwrap.sglang.flags import bundled_table
 
 REAL_HOME = Path(pwd.getpwuid(os.getuid()).pw_dir)
@@ -28,7 +28,7 @@ MODEL_CHECKS = (cm.check_model_arch, cm.check_model_quant, cm.check_model_parall
 
 
 def facts(sglang: str = "0.5.23", spec: str = "8xH200") -> HostFacts:
-    return dataclasses.replace(resolve_assume(spec), packages={"sglang": sglang})
+    return replace(resolve_assume(spec), packages={"sglang": sglang})
 
 
 def run(argv: list[str], *, sglang: str = "0.5.23", environ: dict[str, str] | None = None) -> dict[str, Verdict]:

@@ -3,7 +3,6 @@ outcome, and when it does not run. The real SGLang run is in test_preflight_mode
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import pytest
 from sglwrap.host.catalogue import resolve_assume
 from sglwrap.preflight import Status, run_preflight
 from sglwrap.preflight.sglang_selfcheck import check_sglang_selfcheck, run_child, selfcheck_verdict
+from sglwrap.record import replace
 from sglwrap.sglang.flags import bundled_table
 
 SPEC = {"argv": ["--model-path", "/nonexistent"], "gpus": 8, "cc": [9, 0], "mem_bytes": 150 * 2**30,
@@ -56,12 +56,12 @@ def test_verdicts_of_each_outcome() -> None:
 
 def test_not_run_for_an_assumed_release_nor_without_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SGLWRAP_SELFCHECK", "1")
-    facts = dataclasses.replace(resolve_assume("8xH200"), packages={"sglang": "0.4.9"})
+    facts = replace(resolve_assume("8xH200"), packages={"sglang": "0.4.9"})
     r = run_preflight(facts, None, ["--model-path", "Llama-3.1-8B"], flags=bundled_table("0.4.9"),
                       checks=(check_sglang_selfcheck,))
     assert r.checks[0].status is Status.SKIP and "generated rules" in r.checks[0].reason
     # the bundled table of the installed release is not "installed": the selfcheck needs the introspected one
-    r = run_preflight(dataclasses.replace(facts, packages={"sglang": "0.5.23"}), None,
+    r = run_preflight(replace(facts, packages={"sglang": "0.5.23"}), None,
                       ["--model-path", "Llama-3.1-8B"], flags=bundled_table("0.5.23"),
                       checks=(check_sglang_selfcheck,))
     assert r.checks[0].status is Status.SKIP
@@ -73,7 +73,7 @@ def test_off_switch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
     table = flag_table(sys.executable)  # the installed release, introspected (or its cache)
     assert table.source.startswith(("introspected:", "cache:")), table.source
-    facts = dataclasses.replace(resolve_assume("8xH200"), packages={"sglang": table.version})
+    facts = replace(resolve_assume("8xH200"), packages={"sglang": table.version})
     monkeypatch.setenv("SGLWRAP_SELFCHECK", "0")
     r = run_preflight(facts, None, ["--model-path", "Llama-3.1-8B"], flags=table, checks=(check_sglang_selfcheck,))
     assert r.checks[0].status is Status.SKIP and "SGLWRAP_SELFCHECK=0" in r.checks[0].reason

@@ -6,7 +6,6 @@ themselves are listed in IMPURE with the reason; the list may only shrink."""
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import io
 import os
 import shutil
@@ -22,6 +21,7 @@ from sglwrap.host.catalogue import resolve_assume
 from sglwrap.preflight import runner
 from sglwrap.preflight.model import Context, Verdict
 from sglwrap.profiles import load_profile
+from sglwrap.record import replace
 from sglwrap.sglang.flags import bundled_table
 
 from .conftest import REPO
@@ -120,7 +120,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, argv: list[str], hw: str = "8xH200",
 
         facts = gather_facts(hw, f"sglang={release}", python=sys.executable, environ={})
     if live:  # the facts say "this machine": the host checks read it (through the facts stage)
-        facts = dataclasses.replace(facts, source="nvml")
+        facts = replace(facts, source="nvml")
     plain = runner.run_preflight(facts, load_profile("baseline", {}), argv,
                                  flags=bundled_table(release or "0.5.23"), environ={"NCCL_DEBUG": "WARN"})
     guarded_run = runner.run_preflight(facts, load_profile("baseline", {}), argv,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import pytest
 
 from sglwrap.host.facts import facts_from_dict
+from sglwrap.record import replace
 from sglwrap.rehearse import cache
 from sglwrap.rehearse.fingerprint import Fingerprint, fingerprint
 
@@ -115,9 +115,9 @@ def test_the_models_config_json_invalidates_but_its_weights_do_not(site: Path, m
 
 def test_driver_and_gpus_invalidate(site: Path, model: Path) -> None:
     before = _fp(site, model)
-    assert _fp(site, model, facts=dataclasses.replace(FACTS, driver_version="590.1.1")).changed_since(
+    assert _fp(site, model, facts=replace(FACTS, driver_version="590.1.1")).changed_since(
         before.parts) == ["host"]
-    assert _fp(site, model, facts=dataclasses.replace(FACTS, gpus=FACTS.gpus[:1])).changed_since(
+    assert _fp(site, model, facts=replace(FACTS, gpus=FACTS.gpus[:1])).changed_since(
         before.parts) == ["host"]
 
 

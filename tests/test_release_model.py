@@ -9,7 +9,6 @@ package's own source read with ``ast``.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import json
 import re
 
@@ -18,6 +17,7 @@ import pytest
 from sglwrap.cli import main
 from sglwrap.errors import SglwrapError
 from sglwrap.host.catalogue import resolve_assume
+from sglwrap.record import replace
 from sglwrap.sglang.cmdline import parse_cmdline
 from sglwrap.sglang.flags import bundled_table, release_flag
 
@@ -176,7 +176,7 @@ PREFLIGHT_CASES = [["--model-path", "Llama-3.1-8B", "--context-length", "1000000
 def test_preflight_fixes_parse_under_their_release(version: str) -> None:
     from sglwrap.preflight import run_preflight
 
-    facts = dataclasses.replace(resolve_assume("8xH200"), packages={"sglang": version})
+    facts = replace(resolve_assume("8xH200"), packages={"sglang": version})
     table = bundled_table(version)
     for argv in PREFLIGHT_CASES:
         try:

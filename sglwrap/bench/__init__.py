@@ -12,7 +12,6 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from sglwrap import __version__
@@ -22,12 +21,12 @@ from sglwrap.bench.sizes import ModelShape, Size
 from sglwrap.bench.table import Progress, config_block, header, summary
 from sglwrap.errors import ConfigError
 from sglwrap.profiles import load_profile
+from sglwrap.record import Record, field
 
 SCHEMA = 1
 
 
-@dataclass(frozen=True)
-class BenchOptions:
+class BenchOptions(Record):
     """Everything one bench-comm run does, decided before any rank starts."""
 
     profiles: tuple[str, ...]

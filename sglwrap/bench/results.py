@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sglwrap.bench.runner import ConfigRun
 from sglwrap.bench.sizes import Size
+from sglwrap.record import Record
 
 TIE = 0.05  # the least noise margin: scores within 5% of the best count as equal; less NCCL memory wins then
 CLEAR_MAJORITY = 0.75  # with --repeat: the share of interleaved pairs a candidate must win (rounded up)
@@ -195,8 +195,7 @@ def config_doc(run: ConfigRun) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class Winner:
+class Winner(Record):
     """The best configuration for the target sizes, with the numbers that made it win."""
 
     name: str
@@ -219,8 +218,7 @@ class Winner:
         return RULE_REPEAT if self.repeat > 1 else RULE_SINGLE
 
 
-@dataclass(frozen=True)
-class PairedVerdict:
+class PairedVerdict(Record):
     """A candidate against the reference over N interleaved runs (the ``RULE_REPEAT`` test)."""
 
     wins: int  # pairs (same repeat index) in which the candidate was faster

@@ -19,13 +19,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sglwrap import inject
 from sglwrap.launch import exec_environment, plan_launch
 from sglwrap.profiles import Profile
+from sglwrap.record import Record, field
 from sglwrap.sglang.cmdline import parse_cmdline
 from sglwrap.sglang.flags import FlagTable
 
@@ -45,8 +45,7 @@ AFTER_FAILURE_GRACE_S = 3.0  # once one rank died, the others block in NCCL: kil
 TAIL_LINES = 30
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(Record):
     """One measured configuration: a profile, or a sweep point (a profile plus ``overrides``)."""
 
     name: str
@@ -59,8 +58,7 @@ class Config:
         return "sweep" if self.overrides else "profile"
 
 
-@dataclass
-class RankLog:
+class RankLog(Record, frozen=False):
     """What one rank said: its environment report, its result, and the tail of its output."""
 
     rank: int
@@ -73,8 +71,7 @@ class RankLog:
     last_phase: dict[str, Any] | None = None
 
 
-@dataclass
-class ConfigRun:
+class ConfigRun(Record, frozen=False):
     """The outcome of one configuration: status ``ok``, ``timeout`` or ``failed``, with every rank's log."""
 
     config: Config

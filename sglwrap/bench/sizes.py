@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from sglwrap.errors import ConfigError, UsageError
+from sglwrap.record import Record
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -27,8 +27,7 @@ DEFAULT_VERIFY_BS = (1, 8)
 DEFAULT_GRAPH_OPS = 64
 
 
-@dataclass(frozen=True)
-class ModelShape:
+class ModelShape(Record):
     """What the message sizes need from a model's config.json."""
 
     name: str
@@ -47,8 +46,7 @@ class ModelShape:
         return 2 * self.num_layers if self.num_layers else DEFAULT_GRAPH_OPS
 
 
-@dataclass(frozen=True)
-class Size:
+class Size(Record):
     """One message size and why it is measured (labels such as ``decode bs=8``; empty for the sweep)."""
 
     nbytes: int

@@ -14,7 +14,6 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from sglwrap.bench.runner import Config
 from sglwrap.bench.sizes import human
 from sglwrap.errors import ConfigError, UsageError
 from sglwrap.profiles import EnvSetting, Profile, load_profile
+from sglwrap.record import replace
 
 CHANNELS = "channels"
 # (dimension, values): channel count, Simple buffer size, protocol, algorithm, P2P reach (LOC = never P2P, the

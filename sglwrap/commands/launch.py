@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -15,6 +14,7 @@ from sglwrap import launch as L
 from sglwrap import multinode
 from sglwrap.errors import EXIT_USAGE, ConfigError, SglwrapError, UsageError
 from sglwrap.inject import planned_run_dir, run_dir_for
+from sglwrap.record import Record, replace
 from sglwrap.sglang.cmdline import SglangCmdline, read_cmdline
 from sglwrap.sglang.flags import FlagTable, table_for, target_release
 from sglwrap.sglang.release import TargetRelease, target_python
@@ -131,8 +131,7 @@ def _table(assume_stack: str | None) -> tuple[TargetRelease, FlagTable]:
     return _TABLE_CACHE[key]
 
 
-@dataclasses.dataclass(frozen=True)
-class Planned:
+class Planned(Record):
     """A launch decided: the plan, the command line it was made from, where this node stands, and notes."""
 
     plan: L.LaunchPlan
@@ -169,7 +168,7 @@ def plan_for(opts: L.LaunchOptions, environ: dict[str, str],
     plan = L.prepare(opts, cmd, release, environ, python)
     ray_note = multinode.refuse_ray_without_env(cmd, plan.env_set, plan.profile.name, force=opts.force)
     if module != plan.module:
-        plan = dataclasses.replace(plan, module=module)
+        plan = replace(plan, module=module)
     notes = [*placement.notes, *([ray_note] if ray_note else [])]
     return Planned(plan, cmd, placement, notes, endpoint)
 

@@ -7,16 +7,15 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sglwrap import argsplit
 from sglwrap.argsplit import refuse_misplaced_own, split_own_args
 from sglwrap.errors import ConfigError, UsageError
+from sglwrap.record import Record
 
-@dataclass(frozen=True)
-class MemoryOptions:
+class MemoryOptions(Record):
     """The parsed command line."""
 
     sglang_args: tuple[str, ...]

@@ -11,14 +11,13 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sglwrap import argsplit
 from sglwrap.argsplit import refuse_misplaced_own, split_own_args
+from sglwrap.record import Record
 
-@dataclass(frozen=True)
-class PreflightOptions:
+class PreflightOptions(Record):
     """The parsed command line of `sglwrap preflight`."""
 
     profile: str | None

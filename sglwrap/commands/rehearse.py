@@ -13,14 +13,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sglwrap import argsplit
 from sglwrap.errors import EXIT_INTERRUPTED, UsageError
+from sglwrap.record import Record
 
-@dataclass(frozen=True)
-class RehearseOptions:
+class RehearseOptions(Record):
     """The parsed command line of ``sglwrap rehearse``."""
 
     profile: str

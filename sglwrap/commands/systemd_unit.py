@@ -11,14 +11,13 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sglwrap import argsplit
 from sglwrap.errors import UsageError
+from sglwrap.record import Record
 
-@dataclass(frozen=True)
-class UnitOptions:
+class UnitOptions(Record):
     """The parsed command line of ``sglwrap systemd-unit``."""
 
     profile: str | None

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 from sglwrap.preflight.model import FeatureChange
+from sglwrap.record import replace
 
 if TYPE_CHECKING:
     from sglwrap.profiles import Profile
@@ -21,7 +21,7 @@ def apply_setting_change(profile: Profile, change: FeatureChange) -> Profile:
     note = f"{change.feature} set {change.mode}: {change.reason}"
     if kind == "env":
         env = {**profile.env, name: EnvSetting(str(change.mode), force=True)}
-        return dataclasses.replace(profile, env=env, notes=profile.notes + (note,))
+        return replace(profile, env=env, notes=profile.notes + (note,))
     setting = SETTINGS[name]
     value: object = change.mode
     if setting.kind == "int":
@@ -31,4 +31,4 @@ def apply_setting_change(profile: Profile, change: FeatureChange) -> Profile:
     elif setting.kind == "bool":
         value = str(change.mode).lower() in ("1", "true", "yes")
     sglang = {**profile.sglang, name: value}
-    return dataclasses.replace(profile, sglang=sglang, notes=profile.notes + (note,))
+    return replace(profile, sglang=sglang, notes=profile.notes + (note,))

@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sglwrap.record import Record, field
+
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "compat"
 SEVERITIES = ("block", "downgrade", "warn")
@@ -36,8 +38,7 @@ APPLIES_KEYS = {"cc", "cc_min", "cc_max", "cc_not", "gpu_name", "interconnect", 
 DOWNGRADE_KEYS = {"feature", "sglang", "env"}
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(Record):
     """One piece of sourced knowledge."""
 
     id: str

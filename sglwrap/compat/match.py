@@ -61,11 +61,11 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.compat.kb import Entry
 from sglwrap.host.probe import SAME_MODULE
+from sglwrap.record import Record
 
 if TYPE_CHECKING:
     from sglwrap.preflight.model import Context
@@ -73,8 +73,7 @@ if TYPE_CHECKING:
 DERIVED = ("torch-cuda", "nccl", "nvcc", "driver", "cuda-driver")
 
 
-@dataclass(frozen=True)
-class Match:
+class Match(Record):
     """An entry that applies, and the user's own flags among its conditions (empty: SGLang's default path)."""
 
     entry: Entry
@@ -413,8 +412,7 @@ def _absence(ctx: Context, name: str) -> str:
     return "unknown" if ctx.facts.source.startswith("catalogue:") else "absent"
 
 
-@dataclass(frozen=True)
-class Held:
+class Held(Record):
     """A condition that holds: its words for ``Match.facts``, the user's own flags among it, and the facts it rests on
     that nobody knows here (``Match.unknown``)."""
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
 from typing import Final
 
 from sglwrap.diagnose.cause import Finding, decide
@@ -23,6 +22,7 @@ from sglwrap.diagnose.runs import group
 from sglwrap.diagnose.sources import Manifest, iter_lines, read_manifest
 from sglwrap.diagnose.timeline import NodeLog, RankMemory, TimelineBuilder, WorkerEnv
 from sglwrap.errors import EXIT_UNREADABLE, SglwrapError
+from sglwrap.record import Record, replace
 
 CACHE_MAX: Final = 8192
 CACHE_LINE_MAX: Final = 512
@@ -31,8 +31,7 @@ LONG_CACHE_MAX: Final = 16  # long messages (server_args lines, several KB) a re
 __all__ = ["Report", "diagnose", "diagnose_lines", "diagnose_runs"]
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(Record):
     """Everything ``diagnose`` found, ready to render."""
 
     finding: Finding

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Final
+
+from sglwrap.record import Record
+
 
 PATH: Final = Path(__file__).resolve().parents[1] / "data" / "diagnose" / "messages.json"
 MAX_CHECKED: Final = 512  # fact lines per file compared with the catalogue (enough to pin the format)
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(Record):
     """One message template and the releases whose source prints it."""
 
     id: str

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Final
 
 from sglwrap.diagnose.patterns import MEMORY_TALK_RE
 from sglwrap.diagnose.timeline import STAGES, Failure, NodeLog, RankMemory
+from sglwrap.record import Record
 
 MEMORY_KINDS: Final = frozenset({"no_kv", "not_enough", "negative_profile", "budget_other", "torch_oom"})
 PRIORITY: Final = ("capture_failed", "no_kv", "not_enough", "negative_profile", "budget_other", "torch_oom",
@@ -23,8 +23,7 @@ KV_KINDS: Final = frozenset({"no_kv", "not_enough", "negative_profile", "budget_
 MAX_SANE_FRACTION: Final = 0.95
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(Record):
     """The verdict: outcome, stage, the error text, whether SGLang's hint is right, the cause and the fix."""
 
     outcome: str
@@ -37,8 +36,7 @@ class Finding:
     failed: tuple[str, str] | None = None  # (node, rank label) of the failing rank, when the error line names one
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(Record):
     """SGLang's KV arithmetic for the tightest rank (GiB); fields are None when the log lacks them."""
 
     p: float | None

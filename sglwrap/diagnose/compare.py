@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Final
 
 from sglwrap.diagnose.sources import Manifest
 from sglwrap.diagnose.timeline import RankMemory, WorkerEnv
+from sglwrap.record import Record
 
 COMPARED: Final = ("avail_before_weights_gib", "weight_mem_gib", "avail_after_weights_gib", "avail_final_gib")
 ENV_PREFIXES: Final = ("NCCL_", "CUDA_", "SGLANG_", "TORCH_", "PYTORCH_")
 
 
-@dataclass(frozen=True)
-class Imbalance:
+class Imbalance(Record):
     """One memory field on which the ranks disagree by more than ``threshold``."""
 
     field: str

@@ -9,10 +9,10 @@ when its re-plan fits; otherwise the report says what was checked and that it di
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from sglwrap.errors import SglwrapError
+from sglwrap.record import replace
 
 if TYPE_CHECKING:
     from sglwrap.diagnose import Report

@@ -7,8 +7,10 @@ SGLang's log lines is GiB (``free / (1 << 30)``), so values are reported as GiB 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Final
+
+from sglwrap.record import Record, field
+
 
 NUM: Final = r"(-?\d+(?:\.\d+)?)"
 
@@ -26,8 +28,7 @@ GLUE_RE: Final = re.compile(r"(?<=.)(?=\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d|\[gpu
 ANSI_RE: Final = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(Record):
     """One recognised fact from one log line: ``kind`` plus its numbers; ``tags`` is the rank label."""
 
     kind: str

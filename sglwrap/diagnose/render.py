@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from typing import Final
 
 from sglwrap.diagnose import Report
 from sglwrap.diagnose.compare import nccl_env
 from sglwrap.diagnose.timeline import RankMemory
+from sglwrap.record import asdict
 
 SCHEMA_VERSION: Final = 1
 RANK_KEYS: Final = (

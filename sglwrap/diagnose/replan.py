@@ -9,11 +9,11 @@ Hugging Face cache or one of sglwrap's built-in configs); otherwise the report s
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.errors import SglwrapError
 from sglwrap.host.facts import GpuFacts, HostFacts
+from sglwrap.record import Record, replace
 
 if TYPE_CHECKING:
     from sglwrap.diagnose import Report
@@ -78,8 +78,7 @@ def replan(report: Report, model_path: str | None = None) -> dict[str, Any]:
         return {"skipped": f"re-plan failed ({type(e).__name__}: {e})"}
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(Record):
     """What the accountant needs to re-plan a logged launch: the GPUs, NCCL env, argv and the log's readings."""
 
     facts: HostFacts

@@ -14,12 +14,12 @@ window; otherwise each is a run of its own. Runs keep the order of the command l
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
 from sglwrap.diagnose.sources import Manifest
 from sglwrap.diagnose.timeline import NodeLog
+from sglwrap.record import Record, field
 
 SAME_RUN_S: Final = 15 * 60
 IDENTITY_ARGS: Final = (
@@ -29,8 +29,7 @@ IDENTITY_ARGS: Final = (
 )
 
 
-@dataclass
-class Run:
+class Run(Record, frozen=False):
     """The files (node logs) and manifests of one launch."""
 
     nodes: list[NodeLog] = field(default_factory=list)

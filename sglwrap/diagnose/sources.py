@@ -13,11 +13,11 @@ import sys
 import re
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import IO, Final
 
 from sglwrap.diagnose.patterns import ANSI_RE, CONT_MARKERS, GLUE_RE, KEYWORDS, NOISE, SERVED_RE
 from sglwrap.errors import SglwrapError
+from sglwrap.record import Record
 
 CHUNK: Final = 4 << 20
 MAX_LINE: Final = 64 << 10  # longer lines are cut: no SGLang memory line comes near this
@@ -33,8 +33,7 @@ NOISE_STR: Final = tuple(n.decode() for n in NOISE)
 EXIT_UNREADABLE: Final = 2
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(Record):
     """An sglwrap launch manifest (``{"sglwrap_manifest": 1, …}``) given as one of the inputs."""
 
     source: str

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import dataclass, field, replace
 from typing import Final
 
 from sglwrap.diagnose.catalogue import VersionRange
 from sglwrap.diagnose.patterns import Event, rank_number
+from sglwrap.record import Record, field, replace
 
 STAGES: Final = ("init", "weight_load", "kv_pool", "cuda_graph", "warmup", "serving")
 MAX_WORKERS: Final = 4096
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(Record):
     """One free-memory reading of one rank: the stage it belongs to and what SGLang called it."""
 
     stage: str
@@ -28,8 +27,7 @@ class Point:
     avail_gib: float
 
 
-@dataclass(frozen=True)
-class RankMemory:
+class RankMemory(Record):
     """What one rank's log lines say about its memory; None where the log does not say."""
 
     node: str
@@ -54,8 +52,7 @@ class RankMemory:
     draft: RankMemory | None = None
 
 
-@dataclass(frozen=True)
-class WorkerEnv:
+class WorkerEnv(Record):
     """One ``{"sglwrap": "worker-env", …}`` line from the injector."""
 
     node: str
@@ -67,8 +64,7 @@ class WorkerEnv:
     env: dict[str, str]
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(Record):
     """A fatal-looking error line with the stage its rank was in."""
 
     node: str
@@ -80,8 +76,7 @@ class Failure:
     values: dict[str, object] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class NodeLog:
+class NodeLog(Record):
     """Everything read from one log file."""
 
     node: str

@@ -8,7 +8,6 @@ that reads build constants and sources only.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import os
 import platform
@@ -18,6 +17,7 @@ from collections.abc import Sequence
 
 from sglwrap.host.nvml import probe_nvml
 from sglwrap.host.probe import with_local_stack
+from sglwrap.record import replace
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     facts = with_local_stack(facts, args.python, probe=not args.no_stack_probe)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     where = f"captured {when} on {socket.gethostname()} ({platform.platform()}) by sglwrap.host.capture"
-    facts = dataclasses.replace(
+    facts = replace(
         facts,
         source=f"capture:{socket.gethostname()}",
         provenance="; ".join(p for p in (args.origin, where, facts.provenance) if p),

@@ -9,18 +9,17 @@ HostFacts with ``python3 -m sglwrap.host.capture --out host.json`` and pass the 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from sglwrap.bounds import MAX_GPUS_PER_HOST, check_count
 from sglwrap.errors import UsageError
 from sglwrap.host.facts import GpuFacts, HostFacts, LinkFacts, load_facts
+from sglwrap.record import Record
 
 MIB = 1024 * 1024
 
 
-@dataclass(frozen=True)
-class CatalogueGpu:
+class CatalogueGpu(Record):
     """One GPU model: what NVML would report and how its servers are usually wired."""
 
     key: str

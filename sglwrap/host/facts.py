@@ -7,9 +7,11 @@ Everything that plans (preflight, the memory accountant, launch) reads a ``HostF
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from sglwrap.record import Record, asdict, field
+
 
 SCHEMA_VERSION = 1
 
@@ -17,8 +19,7 @@ SCHEMA_VERSION = 1
 TOPOLOGY_LEVELS: dict[int, str] = {0: "INTERNAL", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
-@dataclass(frozen=True)
-class GpuProcess:
+class GpuProcess(Record):
     """A compute process holding memory on a GPU."""
 
     pid: int
@@ -26,8 +27,7 @@ class GpuProcess:
     name: str | None = None
 
 
-@dataclass(frozen=True)
-class GpuFacts:
+class GpuFacts(Record):
     """One GPU as NVML reports it (memory in bytes, as the driver reports it)."""
 
     index: int
@@ -47,8 +47,7 @@ class GpuFacts:
         return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
 
 
-@dataclass(frozen=True)
-class LinkFacts:
+class LinkFacts(Record):
     """How two GPUs reach each other. P2P statuses use NVML's words: ok, chipset_not_supported, ..."""
 
     a: int
@@ -60,8 +59,7 @@ class LinkFacts:
     common_ancestor: str | None  # PIX, PXB, PHB, NODE, SYS, INTERNAL (None when unknown)
 
 
-@dataclass(frozen=True)
-class HostFacts:
+class HostFacts(Record):
     """Everything sglwrap knows about a machine; a JSON round-trip gives back an equal object."""
 
     source: str

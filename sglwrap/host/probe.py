@@ -6,18 +6,17 @@ Planning code (preflight, memory) asks ``gather_facts`` and never imports pynvml
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from sglwrap.errors import UsageError
 from sglwrap.host import stack
 from sglwrap.host.facts import HostFacts
+from sglwrap.record import Record, replace
 
 
 class HostProbe(Protocol):
@@ -28,8 +27,7 @@ class HostProbe(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class NvmlProbe:
+class NvmlProbe(Record):
     """This machine: GPUs through NVML, the stack of ``python`` through metadata and the cached import probe."""
 
     python: str = sys.executable
@@ -43,8 +41,7 @@ class NvmlProbe:
         return with_local_stack(gpu, self.python, environ=self.environ, probe=self.with_stack_probe, live=True)
 
 
-@dataclass(frozen=True)
-class CatalogueProbe:
+class CatalogueProbe(Record):
     """A machine from the built-in catalogue, with this machine's installed stack (override with --assume-stack)."""
 
     spec: str
@@ -59,8 +56,7 @@ class CatalogueProbe:
         return with_local_stack(gpu, self.python, environ=self.environ, probe=self.with_stack_probe)
 
 
-@dataclass(frozen=True)
-class FileProbe:
+class FileProbe(Record):
     """A HostFacts JSON file captured on a real machine: GPUs, driver and stack as they were there."""
 
     path: Path
@@ -93,7 +89,7 @@ def with_local_stack(
         from sglwrap.distinfo import installed_origins
 
         binaries["origins"] = installed_origins(list(binaries["versions"]), paths)
-    return dataclasses.replace(facts, packages={**facts.packages, **packages}, probes=probes, binaries=binaries)
+    return replace(facts, packages={**facts.packages, **packages}, probes=probes, binaries=binaries)
 
 
 # Distributions whose installed shared objects sglwrap.host.binaries reads, and the name of their entry there.
@@ -301,7 +297,7 @@ def apply_assume_stack(facts: HostFacts, overrides: Mapping[str, str]) -> HostFa
     probes["assume_stack"] = dict(overrides)
     if "sglang" in overrides:
         _add_release_pins(packages, probes, overrides)
-    return dataclasses.replace(
+    return replace(
         facts, packages=packages, probes=probes, driver_version=driver, cuda_driver_version=cuda_drv,
         source=f"{facts.source}+assume-stack", binaries=binaries, notes=notes,
     )

@@ -7,10 +7,10 @@ whether it read the installed package or assumed from a version (``--assume-stac
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from sglwrap.host.facts import HostFacts
+from sglwrap.record import Record, field
 
 Version = tuple[int, ...]
 
@@ -90,8 +90,7 @@ def driver_cuda(driver: str | None) -> str | None:
     return next((cuda for branch, cuda in _DRIVER_CUDA if v[0] >= branch), None)
 
 
-@dataclass(frozen=True)
-class StackView:
+class StackView(Record):
     """What the checks need to know about the software stack, each fact with its origin."""
 
     packages: dict[str, str]

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sglwrap.host.facts import HostFacts
@@ -22,6 +21,7 @@ from sglwrap.memory.model import ModelShape, load_shape
 from sglwrap.memory.nccl import NcclCost, NcclSettings, comm_cost
 from sglwrap.memory.swa import DEFAULT_SWA_FULL_TOKENS_RATIO
 from sglwrap.memory.weights import Weights, as_loaded_by, weights_for
+from sglwrap.record import Record, replace
 from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for
 
 SCHEMA_VERSION = 1
@@ -29,8 +29,7 @@ EXIT_FITS, EXIT_RISK, EXIT_OOM = 0, 1, 78
 __all__ = ["MemoryPlan", "Observed", "plan"]
 
 
-@dataclass(frozen=True)
-class MemoryPlan:
+class MemoryPlan(Record):
     """The accountant's result: inputs it resolved, the budget, and the verdict. Render with ``to_dict``."""
 
     shape: ModelShape
@@ -272,7 +271,7 @@ def plan(facts: HostFacts, profile_env: Mapping[str, str], sglang_argv: Sequence
         notes.append("AMD/ROCm GPUs are not modelled: the overhead, NCCL (RCCL) and graph terms are NVIDIA fits; "
                      "feed the logged free memory back with --avail-before-weights-gib / --weights-gib.")
     if notes != list(budget.notes):
-        from dataclasses import replace
+        from sglwrap.record import replace
 
         budget = replace(budget, notes=tuple(notes))
     from sglwrap.sglang.flags import release_flag, setting_flag
@@ -390,7 +389,6 @@ def _replanned_fix(facts: HostFacts, profile_env: Mapping[str, str], cmd: Sglang
 
 def _swa_ratio_fix(cell: Cell, budget: Budget, args: ServerArgs) -> str | None:
     """The smallest --swa-full-tokens-ratio (steps of 0.05) whose SWA pool passes SGLang's window check."""
-    from dataclasses import replace
 
     from sglwrap.memory.budget import _swa_pool
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from sglwrap.errors import ArgValueError, UsageError
+from sglwrap.record import Record, field
 from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for
 
 # dest -> how the value is converted; everything else in the argv is ignored here.
@@ -21,8 +21,7 @@ _BOOL = ("enable_dp_attention", "disable_cuda_graph", "disable_decode_cuda_graph
          "disable_radix_cache", "disable_overlap_schedule")
 
 
-@dataclass(frozen=True)
-class ServerArgs:
+class ServerArgs(Record):
     """SGLang settings that move the memory budget; None means "SGLang's default"."""
 
     model_path: str

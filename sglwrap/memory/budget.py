@@ -10,8 +10,6 @@ derived quantity carries its ± (root-sum-square of independent terms).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from sglwrap.memory.args import ServerArgs
 from sglwrap.memory.cells import Cell
 from sglwrap.memory.defaults import Resolved
@@ -21,6 +19,7 @@ from sglwrap.memory.model import ModelShape
 from sglwrap.memory.nccl import NcclCost
 from sglwrap.memory.swa import SwaPool, split_pool
 from sglwrap.memory.weights import Weights
+from sglwrap.record import Record, field
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -32,8 +31,7 @@ CUSTOM_AR_BYTES = 3 * 8 * MIB  # custom all-reduce IPC buffers, ~3 x _MAX_CAR_SI
 OBSERVED_PM = int(0.01 * GIB)  # SGLang prints GiB with two decimals
 
 
-@dataclass(frozen=True)
-class Terms:
+class Terms(Record):
     """The terms ``plan`` resolves before the budget: the fitted ones with their ±, and the modelled extras."""
 
     overhead: Term = field(default_factory=lambda: exact(DRIVER_RESERVED_BYTES + CUDA_CONTEXT_BYTES, "H200"))
@@ -48,16 +46,14 @@ class Terms:
     weights_rel_pm: float = 0.0  # relative ± of W computed from parameters
 
 
-@dataclass(frozen=True)
-class Observed:
+class Observed(Record):
     """Numbers read off a real run, replacing the predicted P (free before weights) and W (weights)."""
 
     avail_before_weights_bytes: int | None = None
     weights_bytes: int | None = None
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(Record):
     """Every term of one rank's budget, in bytes, and the derived pool."""
 
     gpu_total: int

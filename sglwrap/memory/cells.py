@@ -8,18 +8,17 @@ Source: ``srt/model_executor/pool_configurator.py:340-535`` (``_compute_cell_siz
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from sglwrap.memory.mamba import StateShape, per_request_bytes, ssm_dtype, stage_layers, state_shape
 from sglwrap.memory.model import ModelShape
 from sglwrap.memory.swa import pp_stage
+from sglwrap.record import Record
 
 _ELEMENT_SIZE = {"auto": 0, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float32": 4,
                  "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8": 1, "mxfp8": 1}
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(Record):
     """Bytes one token of KV cache costs on one rank, and how it was computed."""
 
     bytes_per_token: int
@@ -31,8 +30,7 @@ class Cell:
     mamba: MambaCell | None = None  # mamba / linear-attention hybrid (bytes_per_token counts full layers only)
 
 
-@dataclass(frozen=True)
-class SwaCell:
+class SwaCell(Record):
     """Per-layer bytes of a hybrid SWA model on the most loaded rank (``pool_configurator.py:676-727``)."""
 
     full_per_layer: int
@@ -44,8 +42,7 @@ class SwaCell:
     window: int | None
 
 
-@dataclass(frozen=True)
-class MambaCell:
+class MambaCell(Record):
     """Recurrent state one request costs on the most loaded rank (``mamba_cache_per_req``, PP-stage share)."""
 
     per_request_bytes: int

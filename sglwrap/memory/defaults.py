@@ -9,18 +9,17 @@ list, whether decode and prefill CUDA graphs run and with which sizes, page size
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from sglwrap.errors import UsageError
 from sglwrap.memory.args import ServerArgs
 from sglwrap.memory.model import ModelShape
+from sglwrap.record import Record
 from sglwrap.versions import newest_known
 
 NEWEST_RULES = newest_known()  # the release planned for when none is named (the newest in the bundled data)
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(Record):
     """The values SGLang would run with, and where each came from."""
 
     chunked_prefill_size: int  # -1: disabled

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sglwrap.memory.budget import GIB, Budget
+from sglwrap.record import Record
 
 VERDICTS = ("fits", "fits_tight", "graph_oom_risk", "kv_pool_oom", "weights_dont_fit")
 SURE_FAILURES = ("kv_pool_oom", "weights_dont_fit")
@@ -15,8 +14,7 @@ def gib(n: float) -> str:
     return f"{n / GIB:.2f} GiB"
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Record):
     """What will happen, what SGLang would say, and the one change that avoids it."""
 
     kind: str

@@ -25,11 +25,11 @@ Sources (SGLang release sources unpacked under ``~/.cache/sglwrap/releases/src``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.memory.fits import GIB, Term, exact
 from sglwrap.memory.model import ModelShape
+from sglwrap.record import Record
 
 if TYPE_CHECKING:
     from sglwrap.sglang.cmdline import SglangCmdline
@@ -54,8 +54,7 @@ def capture_sizes(max_bs: int, version: str | None) -> list[int]:
     return [s for s in sizes if s <= max_bs]
 
 
-@dataclass(frozen=True)
-class Extra:
+class Extra(Record):
     """Flags the budget reads beyond ``ServerArgs`` (SGLang's defaults when absent)."""
 
     moe_a2a_backend: str | None = None
@@ -153,8 +152,7 @@ def _linear_bytes(shape: ModelShape) -> float:
     return lb(shape, None)
 
 
-@dataclass(frozen=True)
-class Draft:
+class Draft(Record):
     """The speculative draft model: its weights per rank, layers in the KV pool, and graph memory."""
 
     algorithm: str

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sglwrap.errors import ConfigError, UsageError
 from sglwrap.memory.model import ModelShape
+from sglwrap.record import Record
 
 
-@dataclass(frozen=True)
-class ModelFacts:
+class ModelFacts(Record):
     """The model's config.json (raw), where it came from, and its shape as SGLang sizes it."""
 
     config: dict[str, Any]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from sglwrap.record import Record
+
 
 FITS_PATH = Path(__file__).resolve().parent.parent / "data" / "memory" / "fits.json"
 GIB = 1 << 30
@@ -32,8 +34,7 @@ def is_geforce(name: str | None) -> bool:
     return bool(name) and "GEFORCE" in str(name).upper()
 
 
-@dataclass(frozen=True)
-class Term:
+class Term(Record):
     """One budget term: its value, the ± of its fit (bytes) and where both came from."""
 
     bytes: int

@@ -35,8 +35,10 @@ The KV pool then gets what is left with only the full-attention layers (``pool_c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from sglwrap.record import Record
+
 
 DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9  # arg_groups/fields/schedule.py:220-227 (fallback)
 _DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # mamba_utils.py:62-66
@@ -47,8 +49,7 @@ MAMBA_STATE_SLOTS_BASE = 3  # kv_cache_configurator.py:227 MAMBA_CACHE_SIZE_MAX_
 _NEMOTRON_CODES = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}  # configs/nemotron_h.py:35-38
 
 
-@dataclass(frozen=True)
-class MambaLayout:
+class MambaLayout(Record):
     """Which layers hold recurrent state instead of KV, and the state geometry before TP."""
 
     family: str  # "gdn" or "mamba2"
@@ -63,8 +64,7 @@ class MambaLayout:
     config_ssm_dtype: str | None  # ``mamba_ssm_dtype`` in the (text) config
 
 
-@dataclass(frozen=True)
-class StateShape:
+class StateShape(Record):
     """Per-layer, per-request state on one rank (SGLang's ``Mamba2StateShape`` conv/temporal)."""
 
     conv: tuple[int, int]
@@ -187,8 +187,7 @@ def state_slots_per_request(*, disable_radix_cache: bool, strategy: str | None, 
     return MAMBA_STATE_SLOTS_BASE
 
 
-@dataclass(frozen=True)
-class MambaPool:
+class MambaPool(Record):
     """The state pool of one rank and what it leaves for the KV cache."""
 
     per_request_bytes: int  # stage_per_req

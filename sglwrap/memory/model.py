@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from sglwrap.memory.catalogue import CATALOGUE_DIR, catalogue_dir, catalogue_nam
 from sglwrap.memory.mamba import MambaLayout, unmodelled_hybrid
 from sglwrap.memory.mamba import layout_from_config as mamba_layout
 from sglwrap.memory.swa import SwaLayout, layout_from_config
+from sglwrap.record import Record
 
 
 # Architectures SGLang 0.5.23 runs with MLA (model_config.py:1367-1401, the ones we may meet).
@@ -30,8 +30,7 @@ _CONTEXT_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_
 _KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
 
 
-@dataclass(frozen=True)
-class ModelShape:
+class ModelShape(Record):
     """The geometry of one model as SGLang sizes it (text backbone of a multimodal wrapper)."""
 
     name: str

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from sglwrap.envvars import nccl_int
+from sglwrap.record import Record
 
 MIB = 1 << 20
 PROCESS_FIXED_MIB = 448.0  # init - second communicator, all 36 configurations (spread 446-448)
@@ -34,8 +34,7 @@ DEFAULT_CHANNELS = {"nvswitch": (24, 32), "nvlink": (24, 32), "pcie": (4, 4)}
 DEFAULT_BUFFSIZE = 4 << 20
 
 
-@dataclass(frozen=True)
-class NcclSettings:
+class NcclSettings(Record):
     """The NCCL variables that move device memory, as SGLang's workers will see them."""
 
     min_channels: int | None
@@ -64,8 +63,7 @@ class NcclSettings:
         )
 
 
-@dataclass(frozen=True)
-class NcclCost:
+class NcclCost(Record):
     """Device memory of NCCL per rank, split by when it appears in SGLang's startup."""
 
     process_fixed_bytes: int

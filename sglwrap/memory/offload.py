@@ -9,10 +9,10 @@ layer. Each rank applies the limit to its own shard. Embeddings, the LM head and
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from sglwrap.memory.model import ModelShape
 from sglwrap.memory.weights import Weights, loaded_dtype_bytes
+from sglwrap.record import replace
 
 GIB = 1 << 30
 

@@ -19,8 +19,10 @@ Pool split: ``srt/model_executor/pool_configurator.py:656-921`` (``HybridSWAPool
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from sglwrap.record import Record
+
 
 DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8  # arg_groups/fields/schedule.py:160 (fallback)
 
@@ -47,8 +49,7 @@ _WINDOW_MINUS_ONE = frozenset({"GptOssForCausalLM", "Gemma4ForCausalLM", "Gemma4
 _WINDOW_KEYS = ("sliding_window_size", "sliding_window", "window_size")  # model_config.py:1961-1966
 
 
-@dataclass(frozen=True)
-class SwaLayout:
+class SwaLayout(Record):
     """Which layers SGLang keeps in the SWA pool, and the SWA layers' KV geometry."""
 
     swa_layer_ids: tuple[int, ...]
@@ -134,8 +135,7 @@ def pp_stage(num_layers: int, rank: int, pp: int) -> range:
     return range(rank * base, rank * base + base)
 
 
-@dataclass(frozen=True)
-class SwaPool:
+class SwaPool(Record):
     """The two pools of one rank: bytes per token of each, token counts, and SGLang's rejection if any."""
 
     full_bytes_per_token: int  # full_per * n_full (+ draft full layers)

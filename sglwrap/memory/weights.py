@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 
 from sglwrap.memory.model import ModelShape
+from sglwrap.record import Record, replace
 
 _DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 2.0, "fp8": 1.0}  # fp32 checkpoints load as bf16
 
 
-@dataclass(frozen=True)
-class Weights:
+class Weights(Record):
     """Weight bytes: the whole checkpoint and the most loaded rank's share."""
 
     total_bytes: int
@@ -115,8 +114,7 @@ def _attention_layers(shape: ModelShape, sharded: float) -> float:
     return len(m.full_layer_ids) * sharded + len(m.linear_layer_ids) * _gdn_layer_params(shape)
 
 
-@dataclass(frozen=True)
-class Sharding:
+class Sharding(Record):
     """How SGLang 0.5.23 lays out the DeepSeek-V2 family under DP attention (``models/deepseek_v2.py``):
     the input embedding over the attention-TP group (``layers/vocab_parallel_embedding.py:166-185``), the
     lm_head over it with ``--enable-dp-lm-head``, shared experts replicated with a DeepEP-like all-to-all
@@ -197,7 +195,6 @@ _SEPARATE_TIED_HEAD_BEFORE_040 = frozenset({"LlamaForCausalLM", "MistralForCausa
 def as_loaded_by(shape: ModelShape, version: str | None) -> ModelShape:
     """``shape`` as the release lays out its weights: a tied checkpoint still gets a separate lm_head before 0.4.0
     (corpus 28, Llama-3.2-1B on 0.3.5: 2.91 GB logged, 2.44 with the head shared, 2.91 without)."""
-    from dataclasses import replace
 
     from sglwrap.versions import before
 

@@ -11,7 +11,6 @@ installed release, from its own ``srt/`` files read with ``ast`` (no import).
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
 import json
 import re
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sglwrap.diskcache import from_files
 from sglwrap.preflight.model import Context, Status, Verdict
+from sglwrap.record import replace
 from sglwrap.versions import InvalidVersion, Version, at_least, before, strict
 
 if TYPE_CHECKING:  # the model reader is imported when a model is checked, not when preflight starts
@@ -256,7 +256,7 @@ def between_releases(archs: list[str], version: str, catalogue: Mapping[str, Ite
         v = arch_verdict(archs, frozenset(catalogue[newer[0]]), newer[0], f"bundled data of the next known "
                          f"release, {newer[0]}", catalogue)
         if v.status is Status.BLOCK:
-            return dataclasses.replace(v, reason=f"SGLang {version} (no list of its own): even {v.reason}")
+            return replace(v, reason=f"SGLang {version} (no list of its own): even {v.reason}")
         return v
     if not archs:
         return Verdict(cid, Status.WARN, "config.json has no 'architectures'")
@@ -686,4 +686,4 @@ def draft_verdict(ctx: Context, algo: str, draft: str) -> Verdict:
     if reg is None or not df.architectures or any(a in reg[0] for a in df.architectures):
         return Verdict(cid, Status.PASS, f"{algo} with draft {draft} ({', '.join(df.architectures) or '?'})")
     v = arch_verdict(df.architectures, reg[0], version, reg[1], ctx.arch_catalogue)
-    return dataclasses.replace(v, id=cid, reason=f"draft model {draft}: {v.reason}")
+    return replace(v, id=cid, reason=f"draft model {draft}: {v.reason}")

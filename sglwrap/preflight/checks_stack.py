@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from sglwrap.host.stackview import parse_version
 from sglwrap.preflight.model import Context, Status, Verdict
+from sglwrap.record import replace
 
 
 def check_cuda_driver(ctx: Context) -> Verdict:
@@ -60,7 +59,7 @@ def check_torch_arch(ctx: Context) -> Verdict:
     cid, st = "torch-arch", ctx.stack
     override = ctx.facts.probes.get("torch_arch_override")
     if (st.torch is None or st.torch_arch_list is None) and override:
-        st = dataclasses.replace(st, torch=st.torch or "(version not given)", torch_arch_list=tuple(override))
+        st = replace(st, torch=st.torch or "(version not given)", torch_arch_list=tuple(override))
     if st.torch is None or st.torch_arch_list is None:
         return Verdict(cid, Status.SKIP, "torch is not installed for the target interpreter")
     if not ctx.facts.gpus:

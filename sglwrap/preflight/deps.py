@@ -15,9 +15,9 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from sglwrap.record import Record
 from sglwrap.versions import InvalidVersion, Version
 
 from sglwrap.distinfo import canonical_name as canonicalize_name
@@ -49,8 +49,7 @@ def below_minimum(p: PinProblem) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class PinProblem:
+class PinProblem(Record):
     """One requirement of SGLang the environment does not meet."""
 
     requirement: str
@@ -147,8 +146,7 @@ def config_verdict(cfg: Mapping[str, object], transformers: str | None, known_ty
     return status, reason, "upgrade transformers within SGLang's pin" if status is Status.WARN else ""
 
 
-@dataclass(frozen=True)
-class InstalledDeps:
+class InstalledDeps(Record):
     """What is installed for the target interpreter, as ``python-deps`` judges it (read before the checks)."""
 
     versions: Mapping[str, str]  # canonical name -> version of every installed distribution

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.host.facts import HostFacts
 from sglwrap.host.stackview import StackView
+from sglwrap.record import Record, field
 from sglwrap.sglang.cmdline import SglangCmdline
 
 if TYPE_CHECKING:
@@ -31,8 +31,7 @@ class Status(str, enum.Enum):
 SEVERITY = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.DOWNGRADE: 2, Status.BLOCK: 3}
 
 
-@dataclass(frozen=True)
-class FeatureChange:
+class FeatureChange(Record):
     """A downgrade: set ``feature`` to ``mode`` ("off") or drop it (``mode`` None: SGLang's default)."""
 
     feature: str
@@ -40,8 +39,7 @@ class FeatureChange:
     reason: str
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Record):
     """One check's result: a one-line reason that names the facts used, and a fix the user can apply."""
 
     id: str
@@ -55,8 +53,7 @@ class Verdict:
         return {"id": self.id, "status": self.status.value, "reason": self.reason, "fix": self.fix}
 
 
-@dataclass(frozen=True)
-class HostEnv:
+class HostEnv(Record):
     """This machine's readings the host checks judge (``checks_hostenv.gather_hostenv``), taken once before the
     checks run and only when the facts describe this machine."""
 
@@ -69,8 +66,7 @@ class HostEnv:
     disk_free: Mapping[str, tuple[str, int]]  # role -> (JIT directory, free bytes)
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(Record):
     """Everything a check may read; checks are pure functions of it."""
 
     facts: HostFacts

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sglwrap.host.facts import HostFacts
@@ -38,6 +36,7 @@ from sglwrap.preflight.checks_stack import (
     check_torch_arch,
 )
 from sglwrap.preflight.model import Context, FeatureChange, Status, Verdict
+from sglwrap.record import Record, replace
 from sglwrap.sglang.cmdline import SglangCmdline, cmdline_for, parse_cmdline
 
 if TYPE_CHECKING:
@@ -76,8 +75,7 @@ CHECKS: tuple[Callable[[Context], Verdict], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class PreflightResult:
+class PreflightResult(Record):
     """The checks' verdicts, the profile that remains after downgrades, and the facts they read."""
 
     verdict: str  # ok, downgraded, blocked
@@ -206,7 +204,7 @@ def launch_context(facts: HostFacts, stack: StackView, cmd: SglangCmdline, *, pr
                   knowledge=tuple(checks_compat.entries()), knowledge_left_out=tuple(checks_compat.left_out()))
     # the facts below are derived from those above (the memory plan reads the profile's env, the registries the
     # installed package)
-    return dataclasses.replace(ctx, memory_plan=plan_memory(ctx), hostenv=gather_hostenv(ctx),
+    return replace(ctx, memory_plan=plan_memory(ctx), hostenv=gather_hostenv(ctx),
                                installed_deps=gather_installed(ctx), **gather_release_registries(ctx),
                                **gather_architectures(ctx))
 
@@ -221,5 +219,5 @@ def apply_change(profile: Profile, change: FeatureChange) -> Profile:
     if change.mode is None:
         return profile.without_feature(change.feature, change.reason)
     features = {**profile.features, change.feature: change.mode}
-    return dataclasses.replace(profile, features=features,
+    return replace(profile, features=features,
                                notes=profile.notes + (f"{change.feature} set {change.mode}: {change.reason}",))

@@ -3,10 +3,10 @@ preflight report: the defaults it fills in and the paths it turns on, given thes
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from sglwrap.host.facts import HostFacts
+from sglwrap.record import asdict
 from sglwrap.sglang.cmdline import SglangCmdline
 
 
@@ -26,7 +26,7 @@ def sglang_defaults(cmd: SglangCmdline, facts: HostFacts, release: str | None) -
         r = resolve_server_args(cmd.canonical_given(), version, gpu, traits)  # type: ignore[arg-type]
     except (UnsupportedSGLangVersion, ValueError) as e:
         return {"skipped": f"SGLang {version}: {e}"}
-    doc = dataclasses.asdict(r)
+    doc = asdict(r)
     doc["notes"] = [*doc["notes"], *([note] if note else [])]
     return doc
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from sglwrap import __version__, diskcache
 from sglwrap.host.facts import HostFacts
+from sglwrap.record import Record
 
 ENV_PREFIXES: Final = ("NCCL_", "SGLANG_", "SGL_", "CUDA_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "TRITON_",
                        "FLASHINFER_", "NVSHMEM_", "NVIDIA_", "GLOO_", "UCX_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_",
@@ -43,8 +43,7 @@ MODEL_FILES_MAX: Final = 64
 WEIGHT_INDEX_RE: Final = re.compile(r"\.(safetensors|bin|pt|gguf)\.index\.json$")
 
 
-@dataclass(frozen=True)
-class Fingerprint:
+class Fingerprint(Record):
     """The digest and, per part, what went into it (digests only: never a secret's value)."""
 
     digest: str

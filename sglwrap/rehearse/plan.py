@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from sglwrap.errors import ConfigError, UsageError
 from sglwrap.host.facts import HostFacts
+from sglwrap.record import Record
 from sglwrap.sglang.cmdline import SglangCmdline
 
 GIB: Final = 2**30
@@ -27,8 +27,7 @@ MAX_TIMEOUT_S: Final = 1800
 UNKNOWN_MODEL_TIMEOUT_S: Final = 600
 
 
-@dataclass(frozen=True)
-class Rehearsal:
+class Rehearsal(Record):
     """A launch plan turned into a rehearsal: what runs, where it answers, and how long it may take."""
 
     argv: tuple[str, ...]  # the launch's argv followed by ``added``

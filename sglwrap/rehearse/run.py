@@ -17,12 +17,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final
 
 from sglwrap import supervise
 from sglwrap.errors import ConfigError
+from sglwrap.record import Record, field
 from sglwrap.startup_status import status_for_line
 
 SHM_DIR: Final = Path("/dev/shm")
@@ -42,8 +42,7 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(Record):
     """The one request a rehearsal sends once ``/health`` answers."""
 
     path: str = "/generate"
@@ -52,8 +51,7 @@ class Request:
     api_key: str | None = None
 
 
-@dataclass(frozen=True)
-class RunResult:
+class RunResult(Record):
     """How the rehearsal went, in the order things happen."""
 
     ended: str  # "passed", "exited" (before /health), "request_failed", "hang" (timeout)
@@ -220,8 +218,7 @@ def rehearse(argv: Sequence[str], env: Mapping[str, str], *, host: str, port: in
             supervise.prctl(supervise.PR_SET_CHILD_SUBREAPER, 0)  # a later exec must not inherit it
 
 
-@dataclass
-class _Progress:
+class _Progress(Record, frozen=False):
     ended: str
     health_after_s: float | None = None
     request_status: int | None = None

@@ -7,11 +7,11 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from sglwrap import launch as L
+from sglwrap.record import Record
 from sglwrap.rehearse import cache
 from sglwrap.rehearse import plan as P
 from sglwrap.rehearse import report as R
@@ -23,8 +23,7 @@ LOGS_KEPT: Final = 20
 GPU_RELEASE_S: Final = 15.0
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(Record):
     """The verdict document, the exit code it implies (0 passed, 78 failed) and whether it came from the cache."""
 
     doc: dict[str, Any]

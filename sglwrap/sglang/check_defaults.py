@@ -23,9 +23,10 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from sglwrap.record import Record
 
 _HERE = Path(__file__).resolve()
 FIXTURES = _HERE.parents[2] / "tests" / "fixtures" / "sglang_defaults"
@@ -52,8 +53,7 @@ FIELDS = ("mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs", "c
           "attention_backend")
 
 
-@dataclass(frozen=True)
-class Case:
+class Case(Record):
     """One grid point: a GPU, a TP size, a model kind and the optional features."""
 
     gpu: str

@@ -12,16 +12,15 @@ Every stage of sglwrap takes the resulting ``SglangCmdline``; nothing else reads
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, NoReturn
 
 from sglwrap.errors import UsageError
+from sglwrap.record import Record, field, replace
 from sglwrap.sglang.flags import FlagInfo, FlagTable
 from sglwrap.sglang.release import TargetRelease
 
@@ -150,8 +149,7 @@ def build_parser(table: FlagTable) -> argparse.ArgumentParser:
     return p
 
 
-@dataclass(frozen=True)
-class SglangCmdline:
+class SglangCmdline(Record):
     """What the user asked SGLang for, parsed as the target release parses it."""
 
     argv: tuple[str, ...]
@@ -333,7 +331,7 @@ def read_cmdline(argv: Sequence[str], release: TargetRelease, table: FlagTable, 
             why = (f"SGLang is not installed for {release.python} and no release was named; {release.text} would "
                    f"refuse this command line ({first.message}), so the plan reads it as {version}, the newest "
                    "release that takes it; pass --assume-stack sglang=VERSION to plan for another")
-            return dataclasses.replace(release, version=version, source="bundled-fitted", why=why), cmd
+            return replace(release, version=version, source="bundled-fitted", why=why), cmd
         raise
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from sglwrap.errors import ConfigError
 from sglwrap import diskcache
 from sglwrap.interpreter import interpreter_id
+from sglwrap.record import Record, field, replace
 from sglwrap.sglang.release import TargetRelease, resolve_target, target_python
 from sglwrap.versions import Version, known_releases
 from sglwrap.versions import parse as parse_version
@@ -32,8 +32,7 @@ TABLE_SCHEMA = 2
 _GENERATOR = Path(__file__).resolve().with_name("generate.py")
 
 
-@dataclass(frozen=True)
-class FlagInfo:
+class FlagInfo(Record):
     """One SGLang option: its spellings, destination, how many values it takes and of what type."""
 
     options: tuple[str, ...]
@@ -48,8 +47,7 @@ class FlagInfo:
     const: Any = None
 
 
-@dataclass(frozen=True)
-class FlagTable:
+class FlagTable(Record):
     """The flags of one SGLang version, by every option string."""
 
     version: str

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from sglwrap.record import Record
 from sglwrap.versions import InvalidVersion, Version
 
 from sglwrap.distinfo import installed_version
@@ -26,8 +26,7 @@ def parse_version(text: str, *, what: str = "sglang") -> Version:
         raise UsageError(f"{what}={text!r} is not a version (expected e.g. 0.5.9, 0.5.23rc1, 0.4.6.post2)") from None
 
 
-@dataclass(frozen=True)
-class TargetRelease:
+class TargetRelease(Record):
     """The SGLang release sglwrap plans for, and why."""
 
     version: Version

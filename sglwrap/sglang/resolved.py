@@ -9,8 +9,8 @@ Nothing here imports SGLang or touches a GPU: the GPU facts come in as :class:`G
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
+from sglwrap.record import Record, field
 from sglwrap.versions import InvalidVersion, Version
 
 from sglwrap.sglang.rules import ERAS, OLDEST, era_ranges
@@ -20,8 +20,7 @@ __all__ = ["GpuInfo", "MemoryDefaults", "ModelTraits", "ResolvedServerArgs", "Un
            "memory_defaults", "resolve_server_args", "rule_range"]
 
 
-@dataclass(frozen=True)
-class ResolvedServerArgs:
+class ResolvedServerArgs(Record):
     """The values the release would run with, each with its source ("user" or "sglang X file:lines")."""
 
     version: str
@@ -138,8 +137,7 @@ def resolve_server_args(given: Mapping[str, object], version: str, gpu: GpuInfo 
     )
 
 
-@dataclass(frozen=True)
-class MemoryDefaults:
+class MemoryDefaults(Record):
     """The few numbers most consumers need: what ``version`` picks on this GPU with no memory flags given."""
 
     version: str

@@ -8,13 +8,13 @@ adds notes where it had to approximate.  Nothing here imports SGLang.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+
+from sglwrap.record import Record, field
 
 GIB = 1024  # SGLang compares nvidia-smi MiB against N * 1024
 
 
-@dataclass(frozen=True)
-class GpuInfo:
+class GpuInfo(Record):
     """What the rules need about the GPUs (min over the TP group)."""
 
     total_mib: float  # memory as nvidia-smi/NVML reports it
@@ -23,8 +23,7 @@ class GpuInfo:
     count: int = 1
 
 
-@dataclass(frozen=True)
-class ModelTraits:
+class ModelTraits(Record):
     """From the model's config.json (the caller builds it).
 
     ``vision_params``: the vision tower's layers x (4 h^2 + 2 h i), as ``sglwrap.memory.model`` counts it.
@@ -45,8 +44,7 @@ class ModelTraits:
 
 
 
-@dataclass
-class Ctx:
+class Ctx(Record, frozen=False):
     """One resolution in progress: the inputs, and what the rules decided so far."""
 
     version: str
@@ -212,8 +210,7 @@ def bucket(table: Mapping[float | None, tuple[int, int, int]], gpu_mem: float) -
 Resolver = Callable[[Ctx], None]
 
 
-@dataclass(frozen=True)
-class Range:
+class Range(Record):
     """One release range: the first release it applies to, a human label with the main citation, and its rules."""
 
     first: str

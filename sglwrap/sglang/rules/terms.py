@@ -8,8 +8,7 @@ that range has; :data:`RANGES` lists the ranges with the lines each was read fro
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
+from sglwrap.record import Record, replace
 from sglwrap.versions import Version
 
 from sglwrap.sglang.rules._base import Ctx, Range, bucket, filter_capture, vlm_factor
@@ -28,8 +27,7 @@ BUCKETS_0_5_5: dict[float | None, tuple[int, int, int]] = {**BUCKETS_0_5_3, 35: 
 BUCKETS_0_5_20: dict[float | None, tuple[int, int, int]] = {**BUCKETS_0_5_3, 35: (4096, 48, 160)}
 
 
-@dataclass(frozen=True)
-class Terms:
+class Terms(Record):
     """Which variant of each rule a release range has (field comments name the first release with the variant)."""
 
     first: str
@@ -467,7 +465,7 @@ _BASE = Terms(first="0.5.3", where="server_args.py:542-713", buckets=BUCKETS_0_5
 
 
 def _t(first: str, where: str, **changes: object) -> Terms:
-    from dataclasses import replace
+    from sglwrap.record import replace
     return replace(_BASE, first=first, where=where, **changes)  # type: ignore[arg-type]
 
 

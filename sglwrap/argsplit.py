@@ -29,7 +29,9 @@ def parser_options(parser: argparse.ArgumentParser) -> dict[str, bool]:
 def own_options(add_options: Callable[[argparse.ArgumentParser], None]) -> dict[str, bool]:
     """A verb's own options, read from the options ``add_options`` gives its argparse parser (the one list: the
     drop-in split and ``--help`` cannot disagree)."""
-    parser = argparse.ArgumentParser(add_help=False)
+    from sglwrap.sglang.cmdline import SilentParser  # the list is read, never printed
+
+    parser = SilentParser(add_help=False)
     add_options(parser)
     return parser_options(parser)
 

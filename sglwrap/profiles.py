@@ -31,6 +31,19 @@ class EnvSetting(Record):
     force: bool = False
 
 
+def _sha256_hex(data: bytes) -> str:
+    """SHA-256 of ``data``, hex, from the interpreter's own implementation (``_sha2``, ``_sha256`` before 3.12) when
+    it has one: ``import hashlib`` loads OpenSSL first, 2-4 ms of every preflight."""
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found]
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found]
+        except ImportError:
+            from hashlib import sha256
+    return str(sha256(data).hexdigest())
+
+
 class Profile(Record):
     """A resolved profile (inheritance applied, every value validated)."""
 
@@ -46,9 +59,7 @@ class Profile(Record):
     @property
     def hash(self) -> str:
         """sha256 of the resolved content (name, env, sglang settings, features), hex."""
-        import hashlib  # an identity users see in run directories and manifests; only launch-like verbs need it
-
-        return hashlib.sha256(canonical_json(self).encode()).hexdigest()
+        return _sha256_hex(canonical_json(self).encode())
 
     @property
     def short_hash(self) -> str:

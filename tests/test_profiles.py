@@ -290,3 +290,16 @@ def test_a_profile_extending_itself_with_nothing_below_says_so(tmp_path: Path, m
     assert main(["profiles", "show", "b20"]) == 78
     err = capsys.readouterr().err
     assert "names this profile itself" in err and "Did you mean" not in err
+
+
+@pytest.mark.parametrize("name", ["baseline", "fewchan"])
+def test_profile_hash_is_the_sha256_of_its_canonical_json(name: str) -> None:
+    """The identity in run directories and manifests is SHA-256 whatever implementation computes it (the
+    interpreter's own, not OpenSSL's, on the fast path)."""
+    import hashlib
+
+    from sglwrap.profiles import canonical_json
+
+    prof = load_profile(name, {})
+    assert prof.hash == hashlib.sha256(canonical_json(prof).encode()).hexdigest()
+    assert prof.short_hash and prof.hash.startswith(prof.short_hash)

@@ -10,7 +10,6 @@ installed release, from its own ``srt/`` files read with ``ast`` (no import).
 
 from __future__ import annotations
 
-import ast
 import functools
 import json
 import re
@@ -123,6 +122,8 @@ def entry_classes(models_dir: Path) -> frozenset[str]:
 def quantization_registry(pkg: Path) -> frozenset[str]:
     """The keys of ``srt/layers/quantization/__init__.py``'s ``(BASE_|VLLM_)QUANTIZATION_METHODS`` dicts: the
     names ``ModelConfig._verify_quantization`` accepts (a superset of ``--quantization``'s choices)."""
+    import ast  # only for an installed release, once per run at most
+
     path = pkg / "srt" / "layers" / "quantization" / "__init__.py"
     try:
         tree = ast.parse(path.read_bytes())
@@ -548,6 +549,8 @@ def draft_archs_of(model_config_py: Path) -> frozenset[str]:
     model_config.py:1032-1209 in 0.5.23, where each becomes its MTP class), read with ``ast``."""
 
     def read() -> list[str]:
+        import ast
+
         try:
             tree = ast.parse(model_config_py.read_bytes())
         except (OSError, SyntaxError):

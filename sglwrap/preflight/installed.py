@@ -5,7 +5,6 @@ the files it came from (``sglwrap.diskcache``)."""
 
 from __future__ import annotations
 
-import ast
 import functools
 import os
 import re
@@ -85,6 +84,8 @@ def transformers_model_types(pkg: Path) -> frozenset[str]:
 
 
 def _model_types(pkg: Path) -> set[str]:
+    import ast  # on a cache miss only: the parsed result is kept with the files' stamps
+
     out: set[str] = set()
 
     def collect(value: ast.AST) -> None:
@@ -122,6 +123,8 @@ def transformers_classes(pkg: Path) -> frozenset[str]:
     path = pkg / "models" / "auto" / "modeling_auto.py"
 
     def read() -> list[str]:
+        import ast
+
         try:
             tree = ast.parse(path.read_bytes())
         except (OSError, SyntaxError):

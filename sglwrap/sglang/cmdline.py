@@ -109,47 +109,95 @@ def _choices(info: FlagInfo, conv: Any) -> list[Any] | None:
     return out
 
 
-def build_parser(table: FlagTable) -> argparse.ArgumentParser:
+def _option_strings(info: FlagInfo) -> list[str]:
+    """The option strings ``info`` is declared with (a ``BooleanOptionalAction`` by its positive spellings)."""
+    options = list(info.options)
+    if info.action == "BooleanOptionalAction":
+        return [o for o in options if not o.startswith("--no-")] or options
+    return options
+
+
+def _registered(info: FlagInfo, options: list[str]) -> list[str]:
+    """The option strings argparse registers for ``info``: a ``BooleanOptionalAction`` adds ``--no-X``."""
+    if info.action == "BooleanOptionalAction":
+        return [*options, *(f"--no-{o[2:]}" for o in options if o.startswith("--"))]
+    return options
+
+
+def _bindable(tokens: Sequence[str]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """``(exact, prefixes)``: an option string argparse (allow_abbrev, 3.11+) may bind a token of ``tokens`` to is
+    one of ``exact`` or starts with one of ``prefixes`` (``_parse_optional`` and ``_get_option_tuples``)."""
+    exact: set[str] = set()
+    prefixes: set[str] = set()
+    for tok in tokens:
+        if len(tok) < 2 or tok[0] != "-" or tok == "--":
+            continue
+        head = tok.split("=", 1)[0]
+        exact.add(head)
+        prefixes.add(head)
+        if tok[1] != "-":  # a short option: its first two characters, or the whole token as a prefix
+            exact.add(tok[:2])
+            prefixes.add(tok)
+    return frozenset(exact), tuple(prefixes)
+
+
+def _arguments(info: FlagInfo, options: list[str], table: FlagTable) -> dict[str, Any]:
+    """``add_argument``'s keywords for ``info``, every default suppressed."""
+    action = info.action
+    kw: dict[str, Any] = {"dest": info.dest, "default": argparse.SUPPRESS}
+    if action in ("_StoreTrueAction", "DeprecatedStoreTrueAction"):
+        kw["action"] = "store_true"
+    elif action in ("_StoreFalseAction", "DeprecatedStoreFalseAction"):
+        kw["action"] = "store_false"
+    elif "StoreConst" in action:
+        kw["action"] = "store_const"
+        kw["const"] = info.const
+    elif action == "BooleanOptionalAction":
+        kw["action"] = argparse.BooleanOptionalAction
+    elif action == "_CountAction":
+        kw["action"] = "count"
+    elif info.nargs == 0:  # a custom switch-like action (DeprecatedAction with nargs=0 …)
+        kw["action"] = "store_true"
+    else:
+        kw["action"] = "append" if "Append" in action else "store"
+        if info.nargs != 1:
+            kw["nargs"] = info.nargs
+        conv = _convert(info.type)
+        if conv is not None:
+            kw["type"] = conv
+        choices = _choices(info, conv)
+        if choices is not None and table.stands_in_for is None:
+            kw["choices"] = choices
+    return kw
+
+
+def build_parser(table: FlagTable, reading: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """An argparse parser equivalent to the release's own, with every default suppressed (so the namespace holds
     exactly what the user gave). A table standing in for an unread release keeps types but not choice lists (that
-    release may accept more)."""
+    release may accept more).
+
+    With ``reading`` (the tokens it will parse), only the options a token can bind to (exactly, as an abbreviation or
+    a short option's prefix) and the required ones are added: argparse reads those tokens exactly as the whole
+    parser does (the same candidates for each token, so the same matches, ambiguities and unknowns), and a command
+    line of a few options does not pay for building SGLang's 500+ (``tests/test_sglang_cmdline_partial.py``)."""
     p = _Parser(prog="sglang serve", add_help=False, allow_abbrev=True)
+    exact, prefixes = _bindable(reading) if reading is not None else (frozenset(), ())
+    taken: set[str] = set()
     for info in table.unique():
-        action = info.action
-        if action == "_HelpAction" or info.dest == "help":
+        if info.action == "_HelpAction" or info.dest == "help":
             continue
-        kw: dict[str, Any] = {"dest": info.dest, "default": argparse.SUPPRESS}
-        options = list(info.options)
-        if action in ("_StoreTrueAction", "DeprecatedStoreTrueAction"):
-            kw["action"] = "store_true"
-        elif action in ("_StoreFalseAction", "DeprecatedStoreFalseAction"):
-            kw["action"] = "store_false"
-        elif "StoreConst" in action:
-            kw["action"] = "store_const"
-            kw["const"] = info.const
-        elif action == "BooleanOptionalAction":
-            kw["action"] = argparse.BooleanOptionalAction
-            positives = [o for o in options if not o.startswith("--no-")]
-            options = positives or options
-        elif action == "_CountAction":
-            kw["action"] = "count"
-        elif info.nargs == 0:  # a custom switch-like action (DeprecatedAction with nargs=0 …)
-            kw["action"] = "store_true"
-        else:
-            kw["action"] = "append" if "Append" in action else "store"
-            if info.nargs != 1:
-                kw["nargs"] = info.nargs
-            conv = _convert(info.type)
-            if conv is not None:
-                kw["type"] = conv
-            choices = _choices(info, conv)
-            if choices is not None:
-                if table.stands_in_for is None:
-                    kw["choices"] = choices
+        options = _option_strings(info)
+        registered = _registered(info, options)
+        if not taken.isdisjoint(registered):
+            continue  # a spelling two releases' data disagree on; the first one stays (argparse would refuse it)
+        taken.update(registered)
+        if reading is not None and not info.required and not any(
+                o in exact or o.startswith(prefixes) for o in registered):
+            continue
         try:
-            p.add_argument(*options, **kw)
+            p.add_argument(*options, **_arguments(info, options, table))
         except (argparse.ArgumentError, ValueError, TypeError):
-            continue  # a spelling two releases' data disagree on; the first one stays
+            continue
     return p
 
 
@@ -281,9 +329,10 @@ def parse_cmdline(argv: Sequence[str], table: FlagTable, *, require_model: bool 
         argv = argv[1:]
     config_path, config_args = _config_args(argv, table)
     rest = _without_config(argv) if config_path else list(argv)
-    parser = build_parser(table)
+    tokens = [*config_args, *rest]
+    parser = build_parser(table, reading=tokens)
     try:
-        ns, extras = parser.parse_known_args([*config_args, *rest])
+        ns, extras = parser.parse_known_args(tokens)
     except _ParseError as e:
         raise UsageError(_explain(str(e), table)) from None
     misspelled = _misspelled(extras, table)

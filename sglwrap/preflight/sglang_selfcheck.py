@@ -155,15 +155,12 @@ def selfcheck_key(spec: Mapping[str, Any], python: str, version: str, config_byt
 
 def release_stamps(python: str) -> list[list[Any]]:
     """Stamps (path, size, mtime, inode) of what makes the installed release: the interpreter and the RECORD of
-    each ``sglang`` distribution on its path (rewritten by every install)."""
-    import glob
+    each ``sglang`` distribution on its path (rewritten by every install), found in the one listing of the
+    ``*.dist-info`` entries the installed-package readings share (``preflight.installed.dist_info_paths``)."""
+    from sglwrap.preflight.installed import dist_info_paths
 
-    from sglwrap.host.stack import site_paths
-
-    paths = [os.path.realpath(python)]
-    for site in site_paths(python):
-        paths += sorted(glob.glob(os.path.join(glob.escape(site), "sglang-*.dist-info", "RECORD")))
-    return diskcache.stamp(paths, inode=True)
+    records = [str(p / "RECORD") for p in dist_info_paths(python) if p.name.startswith("sglang-")]
+    return diskcache.stamp([os.path.realpath(python), *records], inode=True)
 
 
 def read_kept(key: str, stamps: list[list[Any]], environ: Mapping[str, str]) -> dict[str, Any] | None:

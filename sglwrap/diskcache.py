@@ -24,6 +24,7 @@ FORMAT = 1  # bump when the document wrapper changes: every older document becom
 # Documents kept per area; what each area holds is said beside it.
 LIMITS: dict[str, int] = {
     "compat": 4,  # the knowledge base parsed and validated, per version of its files (~400 kB each)
+    "specs": 4,  # which versions the knowledge base's version specifiers contain, per packaging release
     "stack": 64,  # import-level stack probes and installed-package versions, per interpreter and site stamps
     "binaries": 1,  # architectures and NCCL versions read from .so files, one map keyed by file stamps
     "static": 512,  # values derived from package sources (transformers' model types, pins, nvcc)

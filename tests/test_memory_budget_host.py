@@ -31,7 +31,7 @@ def test_a_leftover_worker_holding_memory_shrinks_p_by_what_it_holds() -> None:
     facts = _h200x2()
     held = 20 * 2**30
     busy = replace(facts.gpus[1], memory_free_bytes=facts.gpus[1].memory_free_bytes - held,  # type: ignore[operator]
-                               processes=(GpuProcess(pid=4242, used_bytes=held, name="python3"),))
+                   processes=(GpuProcess(pid=4242, used_bytes=held, name="python3"),))
     facts_busy = replace(facts, gpus=(facts.gpus[0], busy))
     argv = ["--model-path", LLAMA, "--tp-size", "2", "--mem-fraction-static", "0.8"]
     idle = memory.plan(facts, {}, argv, sglang_version="0.5.23").to_dict()["terms"]

@@ -74,7 +74,7 @@ def with_procs(used_gib: float, pid: int = 31337) -> HostFacts:
     g = f.gpus[0]
     used = int(used_gib * GIB)
     g0 = replace(g, processes=(GpuProcess(pid, used, "python -m sglang.launch_server"),),
-                             memory_free_bytes=g.memory_total_bytes - used)
+                 memory_free_bytes=g.memory_total_bytes - used)
     return replace(f, gpus=(g0, f.gpus[1]))
 
 

@@ -125,10 +125,6 @@ def version_ok(version: str | None, spec: str) -> bool:
     spec = str(spec).strip()
     if spec in ("*", ""):
         return True
-    from packaging.specifiers import InvalidSpecifier
-
-    from sglwrap.versions import InvalidVersion
-
     tag = version.split("+", 1)[1] if "+" in version else ""
     clauses = []
     for clause in (c.strip() for c in spec.split(",")):
@@ -140,10 +136,59 @@ def version_ok(version: str | None, spec: str) -> bool:
         clauses.append(clause if clause[0] in "<>=!~" else f"=={clause}")
     if not clauses:
         return True
+    key = f"{version}|{','.join(clauses)}"
+    found = _CONTAINS.get(key)
+    if found is None:
+        found = _CONTAINS[key] = _contains(version, ",".join(clauses))
+    return found
+
+
+# "version|specifier" -> whether the specifier set contains the version: what packaging answers, kept between runs
+# (``load_contains``/``keep_contains``, called by the preflight runner around the checks) because importing
+# ``packaging.specifiers`` and building the sets costs a preflight ~5 ms, for answers that never change.
+_CONTAINS: dict[str, bool] = {}
+_CONTAINS_KEPT: list[int] = [0]  # how many answers the cache document held when it was read
+_CONTAINS_MAX = 4096  # answers kept on disk at most (a few hundred per host)
+
+
+def _contains(version: str, specifier: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier
+
+    from sglwrap.versions import InvalidVersion
+
     try:
-        return _specifier(",".join(clauses)).contains(_version(version), prereleases=True)
+        return bool(_specifier(specifier).contains(_version(version), prereleases=True))
     except (InvalidVersion, InvalidSpecifier):
         return False
+
+
+def _contains_name() -> str:
+    import packaging
+
+    from sglwrap import diskcache
+
+    return "contains-" + diskcache.key(packaging.__version__)  # another packaging may answer otherwise
+
+
+def load_contains() -> None:
+    """Read the kept answers of earlier runs (before the checks: they do no I/O)."""
+    from sglwrap import diskcache
+
+    kept = diskcache.load("specs", _contains_name())
+    if isinstance(kept, dict):
+        for key, value in kept.items():
+            if isinstance(value, bool):
+                _CONTAINS.setdefault(key, value)
+        _CONTAINS_KEPT[0] = len(kept)
+
+
+def keep_contains() -> None:
+    """Keep this run's answers when the checks asked something new (after the checks)."""
+    from sglwrap import diskcache
+
+    if len(_CONTAINS) > _CONTAINS_KEPT[0] and len(_CONTAINS) <= _CONTAINS_MAX:
+        diskcache.store("specs", _contains_name(), dict(sorted(_CONTAINS.items())))
+        _CONTAINS_KEPT[0] = len(_CONTAINS)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sglwrap.compat.match import keep_contains, load_contains
 from sglwrap.host.facts import HostFacts
 from sglwrap.host.stackview import StackView, stack_view
 from sglwrap.preflight.checks_comm import (
@@ -158,6 +159,7 @@ def run_preflight(
     ctx = launch_context(facts, stack, cmd, profile=profile, flags=flags, environ=dict(environ or {}),
                          force=force, deep=deep)
     verdicts = tuple(check(ctx) for check in checks)
+    keep_contains()  # the version-specifier answers the checks computed, for the next run
     changes = tuple(c for v in verdicts if v.status is Status.DOWNGRADE for c in v.changes)
     if any(v.status is Status.BLOCK for v in verdicts):
         verdict = "blocked"
@@ -193,6 +195,7 @@ def launch_context(facts: HostFacts, stack: StackView, cmd: SglangCmdline, *, pr
 
     python = target_python(environ)
     installed = installed_version_text(python)
+    load_contains()  # the version-specifier answers of earlier runs: the checks do no I/O
     mp = cmd.model_path
     model: ModelFacts | str = read_model_facts(mp) if mp else "no --model-path given"
     missing = missing_local_model(mp) if mp and isinstance(model, str) else None
@@ -205,8 +208,8 @@ def launch_context(facts: HostFacts, stack: StackView, cmd: SglangCmdline, *, pr
     # the facts below are derived from those above (the memory plan reads the profile's env, the registries the
     # installed package)
     return replace(ctx, memory_plan=plan_memory(ctx), hostenv=gather_hostenv(ctx),
-                               installed_deps=gather_installed(ctx), **gather_release_registries(ctx),
-                               **gather_architectures(ctx))
+                   installed_deps=gather_installed(ctx), **gather_release_registries(ctx),
+                   **gather_architectures(ctx))
 
 
 def apply_change(profile: Profile, change: FeatureChange) -> Profile:
@@ -220,4 +223,4 @@ def apply_change(profile: Profile, change: FeatureChange) -> Profile:
         return profile.without_feature(change.feature, change.reason)
     features = {**profile.features, change.feature: change.mode}
     return replace(profile, features=features,
-                               notes=profile.notes + (f"{change.feature} set {change.mode}: {change.reason}",))
+                   notes=profile.notes + (f"{change.feature} set {change.mode}: {change.reason}",))

@@ -240,3 +240,17 @@ def test_a_parallel_size_below_one_is_a_usage_error(flags: list[str], named: str
     with pytest.raises(UsageError, match=f"^{named}: must be a positive integer"):
         parse_cmdline(["--model-path", "m", *flags], bundled_table("0.5.23"))
     assert parse_cmdline(["--model-path", "m", "--tp-size", "1"], bundled_table("0.5.23")).tp == 1
+
+
+@pytest.mark.parametrize("version", ["0.2.15", "0.5.23"])
+@pytest.mark.parametrize("argv", [["--tp-size", "0"], ["--tensor-parallel-size", "0"], ["--dp-size", "-1"]])
+def test_a_size_below_one_is_refused_under_every_releases_own_dest(version: str, argv: list[str]) -> None:
+    """0.2.x stores --tp-size as tensor_parallel_size: a 0 there used to reach the checks and divide by zero (exit
+    70, found by test_exit_codes' random invocations); it is the user's mistake, exit 64 naming the flag."""
+    from sglwrap.sglang.flags import bundled_table
+
+    table = bundled_table(version)
+    if argv[0] not in table.flags:
+        pytest.skip(f"{argv[0]} is not an option of {version}")
+    with pytest.raises(UsageError, match="must be a positive integer"):
+        parse_cmdline(["--model-path", "m", *argv], table)

@@ -399,8 +399,9 @@ def _check_sizes(given: dict[str, Any], table: FlagTable) -> None:
     def flag(dest: str) -> str:
         return next((i.options[0] for i in table.unique() if i.dest == dest), "--" + dest.replace("_", "-"))
 
-    for dest in SIZE_DESTS:
-        value = given.get(dest)
+    for dest, value in given.items():  # a release's own name (--tensor-parallel-size's dest before 0.4) counts too
+        if CANONICAL_DEST.get(dest, dest) not in SIZE_DESTS:
+            continue
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             raise UsageError(f"{flag(dest)} {value}: must be a positive integer (SGLang {table.version} divides by "
                              "it and cannot start with it)")

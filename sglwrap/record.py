@@ -92,7 +92,7 @@ class Record:
                         setattr(cls, name, value)
             if value is not _MISSING:
                 defaults[name] = value
-            elif name not in factories and any(n in defaults or n in factories for n in names):
+            elif name not in factories and (defaults or factories):  # every key there is an earlier field
                 raise TypeError(f"non-default argument {name!r} follows default argument")
             if name not in names:
                 names.append(name)
@@ -103,7 +103,8 @@ class Record:
                     seq.remove(name)
         cls.__record__ = _Spec(tuple(names), defaults, factories, tuple(compared), tuple(shown))
         setattr(cls, "__match_args__", tuple(names))  # noqa: B010  (positional patterns, as a dataclass has)
-        cls.__hash__ = Record.__hash__ if frozen else None  # type: ignore[assignment]
+        if cls.__dict__.get("__hash__") is None:  # none written in the class body (an ``__eq__`` there sets None)
+            cls.__hash__ = Record.__hash__ if frozen else None  # type: ignore[assignment]
         if not frozen:
             cls.__setattr__ = object.__setattr__  # type: ignore[assignment]
             cls.__delattr__ = object.__delattr__  # type: ignore[assignment]
@@ -173,14 +174,10 @@ def fields(obj: Record | type[Record]) -> tuple[str, ...]:
     return obj.__record__.names
 
 
-def is_record(obj: object) -> bool:
-    """Whether ``obj`` is a record instance."""
-    return isinstance(obj, Record)
-
-
 def asdict(obj: Record) -> dict[str, Any]:
     """``obj`` as a dict, recursively through records, lists, tuples and dicts (``dataclasses.asdict``)."""
-    return {n: _plain(v) for n, v in ((n, obj.__dict__[n]) for n in obj.__record__.names)}
+    mine = obj.__dict__
+    return {n: _plain(mine[n]) for n in obj.__record__.names}
 
 
 def _plain(value: Any) -> Any:

@@ -27,7 +27,7 @@ def _reference(table: FlagTable) -> argparse.ArgumentParser:
             continue
         options = C._option_strings(info)
         try:
-            p.add_argument(*options, **C._arguments(info, options, table))
+            p.add_argument(*options, **C._arguments(info, table))
         except (argparse.ArgumentError, ValueError, TypeError):
             continue
     return p

@@ -147,7 +147,7 @@ def version_ok(version: str | None, spec: str) -> bool:
 # (``load_contains``/``keep_contains``, called by the preflight runner around the checks) because importing
 # ``packaging.specifiers`` and building the sets costs a preflight ~5 ms, for answers that never change.
 _CONTAINS: dict[str, bool] = {}
-_CONTAINS_KEPT: list[int] = [0]  # how many answers the cache document held when it was read
+_contains_kept = 0  # how many answers the cache document held when it was last read or written
 _CONTAINS_MAX = 4096  # answers kept on disk at most (a few hundred per host)
 
 
@@ -172,6 +172,7 @@ def _contains_name() -> str:
 
 def load_contains() -> None:
     """Read the kept answers of earlier runs (before the checks: they do no I/O)."""
+    global _contains_kept
     from sglwrap import diskcache
 
     kept = diskcache.load("specs", _contains_name())
@@ -179,16 +180,17 @@ def load_contains() -> None:
         for key, value in kept.items():
             if isinstance(value, bool):
                 _CONTAINS.setdefault(key, value)
-        _CONTAINS_KEPT[0] = len(kept)
+        _contains_kept = len(kept)
 
 
 def keep_contains() -> None:
     """Keep this run's answers when the checks asked something new (after the checks)."""
+    global _contains_kept
     from sglwrap import diskcache
 
-    if len(_CONTAINS) > _CONTAINS_KEPT[0] and len(_CONTAINS) <= _CONTAINS_MAX:
+    if _contains_kept < len(_CONTAINS) <= _CONTAINS_MAX:
         diskcache.store("specs", _contains_name(), dict(sorted(_CONTAINS.items())))
-        _CONTAINS_KEPT[0] = len(_CONTAINS)
+        _contains_kept = len(_CONTAINS)
 
 
 @functools.lru_cache(maxsize=1024)

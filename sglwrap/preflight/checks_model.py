@@ -124,10 +124,10 @@ def quantization_registry(pkg: Path) -> frozenset[str]:
     names ``ModelConfig._verify_quantization`` accepts (a superset of ``--quantization``'s choices)."""
     import ast  # only for an installed release, once per run at most
 
-    path = pkg / "srt" / "layers" / "quantization" / "__init__.py"
-    try:
-        tree = ast.parse(path.read_bytes())
-    except (OSError, SyntaxError):
+    from sglwrap.preflight.installed import parse_source
+
+    tree = parse_source(pkg / "srt" / "layers" / "quantization" / "__init__.py")
+    if tree is None:
         return frozenset()
     names: set[str] = set()
     pattern = re.compile(r"(BASE_|VLLM_)?QUANTIZATION_METHODS")
@@ -551,9 +551,10 @@ def draft_archs_of(model_config_py: Path) -> frozenset[str]:
     def read() -> list[str]:
         import ast
 
-        try:
-            tree = ast.parse(model_config_py.read_bytes())
-        except (OSError, SyntaxError):
+        from sglwrap.preflight.installed import parse_source
+
+        tree = parse_source(model_config_py)
+        if tree is None:
             return []
         out: set[str] = set()
         for node in ast.walk(tree):

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from sglwrap.distinfo import canonical_name as canonicalize_name
 
 if TYPE_CHECKING:
+    import ast
+
     from sglwrap.preflight.model import Context
 
 
@@ -83,6 +85,17 @@ def transformers_model_types(pkg: Path) -> frozenset[str]:
     return frozenset(from_files("transformers-model-types", files, lambda: sorted(_model_types(pkg))))
 
 
+def parse_source(path: Path) -> ast.Module | None:
+    """An installed package's source file parsed with ``ast`` (nothing imported; ``ast`` itself only imported here,
+    off the warm path, where a reading is not kept), or None when it cannot be read or parsed."""
+    import ast
+
+    try:
+        return ast.parse(path.read_bytes())
+    except (OSError, SyntaxError):
+        return None
+
+
 def _model_types(pkg: Path) -> set[str]:
     import ast  # on a cache miss only: the parsed result is kept with the files' stamps
 
@@ -98,9 +111,8 @@ def _model_types(pkg: Path) -> set[str]:
                            and isinstance(k.value, str) and isinstance(v, ast.Constant))
 
     for name in ("configuration_auto.py", "auto_mappings.py"):
-        try:
-            tree = ast.parse((pkg / "models" / "auto" / name).read_bytes())
-        except (OSError, SyntaxError):
+        tree = parse_source(pkg / "models" / "auto" / name)
+        if tree is None:
             continue
         for node in ast.walk(tree):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
@@ -125,9 +137,8 @@ def transformers_classes(pkg: Path) -> frozenset[str]:
     def read() -> list[str]:
         import ast
 
-        try:
-            tree = ast.parse(path.read_bytes())
-        except (OSError, SyntaxError):
+        tree = parse_source(path)
+        if tree is None:
             return []
         out: set[str] = set()
         for n in ast.walk(tree):

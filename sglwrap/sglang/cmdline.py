@@ -132,16 +132,14 @@ def _bindable(tokens: Sequence[str]) -> tuple[frozenset[str], tuple[str, ...]]:
     for tok in tokens:
         if len(tok) < 2 or tok[0] != "-" or tok == "--":
             continue
-        head = tok.split("=", 1)[0]
-        exact.add(head)
-        prefixes.add(head)
+        prefixes.add(tok.split("=", 1)[0])  # the option itself, or one it abbreviates
         if tok[1] != "-":  # a short option: its first two characters, or the whole token as a prefix
             exact.add(tok[:2])
             prefixes.add(tok)
     return frozenset(exact), tuple(prefixes)
 
 
-def _arguments(info: FlagInfo, options: list[str], table: FlagTable) -> dict[str, Any]:
+def _arguments(info: FlagInfo, table: FlagTable) -> dict[str, Any]:
     """``add_argument``'s keywords for ``info``, every default suppressed."""
     action = info.action
     kw: dict[str, Any] = {"dest": info.dest, "default": argparse.SUPPRESS}
@@ -195,7 +193,7 @@ def build_parser(table: FlagTable, reading: Sequence[str] | None = None) -> argp
                 o in exact or o.startswith(prefixes) for o in registered):
             continue
         try:
-            p.add_argument(*options, **_arguments(info, options, table))
+            p.add_argument(*options, **_arguments(info, table))
         except (argparse.ArgumentError, ValueError, TypeError):
             continue
     return p
